@@ -1,0 +1,143 @@
+// Package algorithm holds sluice's rate-limit algorithms as pure functions:
+// each takes the previous state of one key, the limit, the time and the cost
+// and returns the new state and the decision. It does no I/O, takes no locks
+// and reads no clock, so the in-memory store, the Redis Lua scripts (which
+// mirror these functions line for line) and the tests share one definition.
+//
+// Time is an int64 count of microseconds since the Unix epoch: the unit
+// Redis's TIME returns, exact in a Lua number (a float64) until the year
+// 2255. Fractional quantities are float64 and are computed in the same
+// order as in the Lua scripts, with explicit conversions so the Go compiler
+// cannot fuse a multiply and an add (which would round differently).
+//
+// This package must depend on nothing but the standard library.
+package algorithm
+
+import (
+	"fmt"
+	"math"
+)
+
+// Kind names an algorithm. The zero value is TokenBucket, the default.
+type Kind uint8
+
+const (
+	TokenBucket Kind = iota
+	GCRA
+	SlidingWindow
+	FixedWindow
+	SlidingLog
+	numKinds
+)
+
+var kindNames = [numKinds]string{"token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Params describe one limit: Limit units of cost per Window microseconds.
+// Burst is the capacity of token_bucket and gcra (at least 1); the window
+// algorithms ignore it.
+type Params struct {
+	Kind   Kind
+	Limit  int64
+	Window int64
+	Burst  int64
+}
+
+// Validate reports whether p can be decided on.
+func (p Params) Validate() error {
+	switch {
+	case p.Kind >= numKinds:
+		return fmt.Errorf("unknown algorithm %d", p.Kind)
+	case p.Limit < 1:
+		return fmt.Errorf("limit %d: must be at least 1", p.Limit)
+	case p.Window < 1:
+		return fmt.Errorf("window %dµs: must be at least 1µs", p.Window)
+	case (p.Kind == TokenBucket || p.Kind == GCRA) && p.Burst < 1:
+		return fmt.Errorf("burst %d: must be at least 1", p.Burst)
+	}
+	return nil
+}
+
+// Mode says how a decision treats its cost.
+type Mode uint8
+
+const (
+	// Take consumes the cost when it fits and nothing otherwise.
+	Take Mode = iota
+	// Force consumes the cost even when it does not fit, so the state can
+	// go into debt: used to record hits that a local tier already admitted.
+	// Result.Allowed still says whether the cost fitted.
+	Force
+)
+
+// Result is one decision. Durations are in microseconds.
+type Result struct {
+	Allowed bool
+	// Remaining is what is left after this decision, rounded down.
+	Remaining int64
+	// RetryAfter is how long until the same request could be admitted;
+	// zero when Allowed.
+	RetryAfter int64
+	// ResetAfter is how long until the key's state equals a fresh key's,
+	// which is also how long the state must be kept; zero means the state
+	// can be dropped now.
+	ResetAfter int64
+}
+
+// State is the stored state of one key under any algorithm. Exists is
+// false for a key with no state (a fresh key). The fields are shared:
+//
+//	token_bucket:   F tokens,             T last update
+//	gcra:           F theoretical arrival time (µs, fractional)
+//	fixed_window:   T window start,       A count
+//	sliding_window: T window start,       A current count, B previous count
+//	sliding_log:    Log accepted hits' times, oldest first, one per unit of cost
+type State struct {
+	Exists bool
+	F      float64
+	T      int64
+	A, B   int64
+	Log    []int64
+}
+
+// Decide runs p's algorithm. A cost of zero checks without consuming: the
+// decision is the one a cost of 1 would get, and the state is unchanged.
+// now may go backwards between calls; no algorithm hands out allowance when
+// it does. Decide never modifies s.Log's backing array in place; the
+// returned state may share it.
+func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
+	switch p.Kind {
+	case GCRA:
+		return gcra(s, p, now, cost, mode)
+	case SlidingWindow:
+		return slidingWindow(s, p, now, cost, mode)
+	case FixedWindow:
+		return fixedWindow(s, p, now, cost, mode)
+	case SlidingLog:
+		return slidingLog(s, p, now, cost, mode)
+	default:
+		return tokenBucket(s, p, now, cost, mode)
+	}
+}
+
+// need is the cost a decision is judged on: a zero-cost check asks whether
+// one more unit would fit.
+func need(cost int64) int64 {
+	if cost < 1 {
+		return 1
+	}
+	return cost
+}
+
+func ceilPos(x float64) int64 {
+	if x <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(x))
+}
