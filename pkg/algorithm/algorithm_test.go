@@ -42,7 +42,7 @@ func TestAlgorithms(t *testing.T) {
 			{0, 1, false, 0, sec / 10},
 			{sec / 10, 1, true, 0, 0}, // one token refilled in 100 ms
 			{sec / 10, 0, false, 0, sec / 10},
-			{10 * sec, 0, true, 3, 0}, // capped at the burst
+			{10 * sec, 0, true, 3, 0},  // capped at the burst
 			{10 * sec, 4, false, 3, 0}, // above the burst: never
 		}},
 		{"token_bucket cost and check", Params{TokenBucket, 5, sec, 5}, []step{
@@ -79,7 +79,7 @@ func TestSlidingWindowRetryAfterIsExact(t *testing.T) {
 	p := Params{SlidingWindow, 10, 10 * sec, 0}
 	t0 := int64(1_780_000_000) * sec
 	var s State
-	s, _ = Decide(s, p, t0, 10, Take)       // previous window: 10
+	s, _ = Decide(s, p, t0, 10, Take)        // previous window: 10
 	s, r := Decide(s, p, t0+10*sec, 1, Take) // weight 1: full
 	if r.Allowed {
 		t.Fatalf("Decide at boundary = %+v; want denied", r)
