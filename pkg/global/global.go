@@ -1,0 +1,19 @@
+// Package global owns the shared-store limiter: the Redis store (single
+// node, Cluster, Sentinel) running embedded Lua scripts, and the embedded
+// in-memory store running the same algorithms from pkg/algorithm. Both
+// decide all limits of one request at once, all or nothing.
+//
+// It depends on pkg/algorithm and the Redis client only: not on the
+// descriptor config, gRPC or metrics, which belong to the callers.
+package global
+
+import "github.com/sluicehq/sluice/pkg/algorithm"
+
+// Item is one limit of a request; Result is its decision.
+type (
+	Item   = algorithm.Item
+	Result = algorithm.Result
+)
+
+// maxItems bounds the limits one request may carry to a store.
+const maxItems = 64

@@ -1,0 +1,214 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+// MemoryOptions configure a Memory store.
+type MemoryOptions struct {
+	// MaxKeys bounds the keys held; when full, the least recently used key
+	// is dropped (idle keys first, since their state has usually expired).
+	// Dropping a live key forgets its usage, so size it above the number of
+	// keys active within a window. Default 1<<20.
+	MaxKeys int
+	// Shards is the number of independently locked shards, rounded up to
+	// a power of two. Default 64.
+	Shards int
+}
+
+// Memory is the embedded store: precise for one process, nothing to
+// install. It is safe for concurrent use. Time comes from a monotonic
+// clock anchored at the wall-clock time of New, so windows stay
+// epoch-aligned like the Redis store's and a wall-clock step changes
+// nothing.
+type Memory struct {
+	shards   []memShard
+	mask     uint64
+	seed     maphash.Seed
+	perShard int
+	base     time.Time
+	baseUS   int64
+}
+
+type memShard struct {
+	mu   sync.Mutex
+	m    map[string]*memEntry
+	head memEntry // sentinel of the LRU list: head.next is the newest
+	_    [40]byte // keep shards' locks on separate cache lines
+}
+
+type memEntry struct {
+	key        string
+	state      algorithm.State
+	expires    int64 // µs; the state equals a fresh key's from then on
+	prev, next *memEntry
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory(opts MemoryOptions) (*Memory, error) {
+	if opts.MaxKeys == 0 {
+		opts.MaxKeys = 1 << 20
+	}
+	if opts.Shards == 0 {
+		opts.Shards = 64
+	}
+	if opts.MaxKeys < 0 || opts.Shards < 0 {
+		return nil, fmt.Errorf("memory store: MaxKeys %d and Shards %d must not be negative", opts.MaxKeys, opts.Shards)
+	}
+	n := 1
+	for n < opts.Shards {
+		n <<= 1
+	}
+	now := time.Now()
+	m := &Memory{
+		shards:   make([]memShard, n),
+		mask:     uint64(n - 1),
+		seed:     maphash.MakeSeed(),
+		perShard: max(1, opts.MaxKeys/n),
+		base:     now,
+		baseUS:   now.UnixMicro(),
+	}
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.m = make(map[string]*memEntry)
+		s.head.next, s.head.prev = &s.head, &s.head
+	}
+	return m, nil
+}
+
+// Now is the store's clock in µs since the epoch.
+func (m *Memory) Now() int64 { return m.baseUS + time.Since(m.base).Microseconds() }
+
+// Decide decides items at the store's clock; see DecideAt.
+func (m *Memory) Decide(_ context.Context, items []Item, out []Result) error {
+	return m.DecideAt(items, out, m.Now())
+}
+
+// ErrTooManyItems is returned for a request with more limits than a store takes.
+var ErrTooManyItems = errors.New("too many limits in one request")
+
+// DecideAt decides items at now (µs since the epoch), all or nothing, and
+// writes one result per item to out.
+func (m *Memory) DecideAt(items []Item, out []Result, now int64) error {
+	if len(items) > maxItems {
+		return ErrTooManyItems
+	}
+	if len(out) < len(items) {
+		return fmt.Errorf("memory store: %d results for %d items", len(out), len(items))
+	}
+	if len(items) == 1 {
+		return m.decideOne(&items[0], &out[0], now)
+	}
+	var shardBuf [maxItems]int
+	var stateBuf [maxItems]algorithm.State
+	idx := shardBuf[:len(items)]
+	for i := range items {
+		idx[i] = m.shardOf(items[i].Key)
+	}
+	var lockBuf [maxItems]int
+	locked := append(lockBuf[:0], idx...) // lock in index order: no deadlock
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	for _, i := range locked {
+		m.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locked {
+			m.shards[i].mu.Unlock()
+		}
+	}()
+	states := stateBuf[:len(items)]
+	for i := range items {
+		states[i] = m.shards[idx[i]].load(items[i].Key, now)
+	}
+	if !algorithm.DecideAll(items, states, now, out) {
+		return nil
+	}
+	for i := range items {
+		if algorithm.LastOfKey(items, i) {
+			m.store(&m.shards[idx[i]], items[i].Key, states[i], out[i].ResetAfter, now)
+		}
+	}
+	return nil
+}
+
+func (m *Memory) decideOne(it *Item, out *Result, now int64) error {
+	s := &m.shards[m.shardOf(it.Key)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.load(it.Key, now)
+	st, *out = algorithm.Decide(st, it.Params, now, it.Cost, it.Mode)
+	m.store(s, it.Key, st, out.ResetAfter, now)
+	return nil
+}
+
+func (m *Memory) shardOf(key string) int {
+	return int(maphash.String(m.seed, key) & m.mask)
+}
+
+// load returns key's state; a key past its expiry is a fresh key.
+func (s *memShard) load(key string, now int64) algorithm.State {
+	e := s.m[key]
+	if e == nil || e.expires <= now {
+		return algorithm.State{}
+	}
+	return e.state
+}
+
+// store keeps st for reset µs, or drops the key when st equals a fresh
+// key's. The caller holds s.mu.
+func (m *Memory) store(s *memShard, key string, st algorithm.State, reset, now int64) {
+	e := s.m[key]
+	if reset <= 0 {
+		if e != nil {
+			s.unlink(e)
+			delete(s.m, key)
+		}
+		return
+	}
+	if e == nil {
+		if len(s.m) >= m.perShard {
+			e = s.head.prev // the least recently used: reuse it
+			s.unlink(e)
+			delete(s.m, e.key)
+		} else {
+			e = new(memEntry)
+		}
+		e.key = key
+		s.m[key] = e
+	} else {
+		s.unlink(e)
+	}
+	e.state, e.expires = st, now+reset
+	e.next, e.prev = s.head.next, &s.head
+	s.head.next.prev = e
+	s.head.next = e
+}
+
+func (s *memShard) unlink(e *memEntry) {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+}
+
+// Len is the number of keys held, expired ones included until reused.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Close releases nothing; it makes Memory a drop-in for the Redis store.
+func (m *Memory) Close() error { return nil }

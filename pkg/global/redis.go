@@ -1,0 +1,414 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+// Scripter is what the Redis store needs of a client. *redis.Client
+// (single node, or Sentinel through redis.NewFailoverClient) and
+// *redis.ClusterClient satisfy it.
+type Scripter interface {
+	Pipeline() redis.Pipeliner
+	ScriptLoad(ctx context.Context, script string) *redis.StringCmd
+}
+
+// RedisOptions configure a Redis store.
+type RedisOptions struct {
+	// Client reaches Redis. The store does not close it.
+	Client Scripter
+	// Cluster says Client is a Redis Cluster, where one request's keys can
+	// live in different slots.
+	Cluster bool
+	// Timeout bounds one pipeline round trip. Default 10ms, under Envoy's
+	// default 20ms filter timeout.
+	Timeout time.Duration
+	// Writers is the number of pipelines in flight at once, each on its
+	// own connection. Default 4.
+	Writers int
+	// MaxBatch bounds the script calls in one pipeline. Default 128.
+	MaxBatch int
+	// InjectTime makes the scripts use the `now` given to DecideAt
+	// instead of the store's TIME. Tests only: production must use one
+	// clock for every server.
+	InjectTime bool
+}
+
+// Redis decides on a shared Redis: each request is one atomic Lua script
+// call (per Cluster slot), and concurrent calls are coalesced into
+// pipelines by a small set of writers: a writer takes the first waiting
+// call, then every call already queued behind it up to MaxBatch, and
+// sends them as one pipeline. Under load a round trip carries many
+// decisions; with a single caller it carries one, with no added wait.
+//
+// Requests whose limits live in different Cluster slots are decided per
+// slot; if one slot's limits reject the request, what the others took is
+// refunded by a second script. Between the take and the refund, other
+// requests see the taken allowance as used, so they can be rejected a
+// little early (never admitted wrongly); a refund lost to a failure leaves
+// the allowance used until the window or bucket recovers on its own.
+type Redis struct {
+	client  Scripter
+	opts    RedisOptions
+	decide  *redis.Script
+	refund  *redis.Script
+	queue   chan *call
+	stop    chan struct{}
+	writers sync.WaitGroup
+	calls   sync.Pool
+}
+
+// call is one script call waiting for a writer.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	reply  []int64
+	err    error
+	done   chan struct{}
+}
+
+// NewRedis returns a store on opts.Client and starts its writers; Close
+// stops them.
+func NewRedis(opts RedisOptions) (*Redis, error) {
+	if opts.Client == nil {
+		return nil, errors.New("redis store: no client")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Millisecond
+	}
+	if opts.Writers <= 0 {
+		opts.Writers = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
+	}
+	r := &Redis{
+		client: opts.Client,
+		opts:   opts,
+		decide: redis.NewScript(decideSource()),
+		refund: redis.NewScript(refundSource()),
+		queue:  make(chan *call, opts.Writers*opts.MaxBatch),
+		stop:   make(chan struct{}),
+	}
+	r.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	for range opts.Writers {
+		r.writers.Add(1)
+		go r.write()
+	}
+	return r, nil
+}
+
+// Close stops the writers after the pipelines in flight; calls still
+// queued fail.
+func (r *Redis) Close() error {
+	close(r.stop)
+	r.writers.Wait()
+	for {
+		select {
+		case c := <-r.queue:
+			c.err = errors.New("redis store: closed")
+			c.done <- struct{}{}
+		default:
+			return nil
+		}
+	}
+}
+
+// Load puts the scripts into Redis's script cache ahead of the first
+// request (on a Cluster, go-redis sends SCRIPT LOAD to every master). It
+// is an optimisation: a call that meets an empty cache falls back to EVAL.
+func (r *Redis) Load(ctx context.Context) error {
+	for _, src := range []string{decideSource(), refundSource()} {
+		if err := r.client.ScriptLoad(ctx, src).Err(); err != nil {
+			return fmt.Errorf("redis store: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Decide decides items at the store's clock.
+func (r *Redis) Decide(ctx context.Context, items []Item, out []Result) error {
+	return r.DecideAt(ctx, items, out, 0)
+}
+
+// DecideAt decides items, all or nothing; now is used only with
+// RedisOptions.InjectTime.
+func (r *Redis) DecideAt(ctx context.Context, items []Item, out []Result, now int64) error {
+	if len(items) > maxItems {
+		return ErrTooManyItems
+	}
+	if len(out) < len(items) {
+		return fmt.Errorf("redis store: %d results for %d items", len(out), len(items))
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if !r.opts.Cluster || sameSlot(items) {
+		_, err := r.decideGroup(ctx, items, out, now)
+		return err
+	}
+	return r.decideAcrossSlots(ctx, items, out, now)
+}
+
+func sameSlot(items []Item) bool {
+	s := slot(items[0].Key)
+	for i := 1; i < len(items); i++ {
+		if slot(items[i].Key) != s {
+			return false
+		}
+	}
+	return true
+}
+
+// decideGroup runs the decide script on items, which share a slot, and
+// returns the `now` the script decided at.
+func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64) (int64, error) {
+	c := r.calls.Get().(*call)
+	c.script = r.decide
+	c.keys = c.keys[:0]
+	c.args = c.args[:0]
+	if r.opts.InjectTime {
+		c.args = append(c.args, now)
+	} else {
+		c.args = append(c.args, "")
+	}
+	for i := range items {
+		it := &items[i]
+		flags := 0
+		if it.Mode == algorithm.Force {
+			flags |= 1
+		}
+		if it.Shadow {
+			flags |= 2
+		}
+		c.keys = append(c.keys, it.Key)
+		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, flags)
+	}
+	reply, err := r.run(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if len(reply) != 1+4*len(items) {
+		return 0, fmt.Errorf("redis store: decide replied %d values for %d items", len(reply), len(items))
+	}
+	for i := range items {
+		v := reply[1+4*i:]
+		out[i] = Result{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}
+	}
+	return reply[0], nil
+}
+
+// run queues c for a writer and waits for its reply or ctx. c goes back to
+// the pool only when its reply was read: an abandoned call still belongs
+// to its writer.
+func (r *Redis) run(ctx context.Context, c *call) ([]int64, error) {
+	select {
+	case r.queue <- c:
+	case <-ctx.Done():
+		r.calls.Put(c)
+		return nil, ctx.Err()
+	case <-r.stop:
+		r.calls.Put(c)
+		return nil, errors.New("redis store: closed")
+	}
+	select {
+	case <-c.done:
+		reply, err := append([]int64(nil), c.reply...), c.err
+		r.calls.Put(c)
+		return reply, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// write is one writer: it sends whatever is queued as one pipeline.
+func (r *Redis) write() {
+	defer r.writers.Done()
+	batch := make([]*call, 0, r.opts.MaxBatch)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case c := <-r.queue:
+			batch = append(batch[:0], c)
+		}
+	drain:
+		for len(batch) < r.opts.MaxBatch {
+			select {
+			case c := <-r.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		r.exec(batch)
+		for _, c := range batch {
+			c.done <- struct{}{}
+		}
+	}
+}
+
+// exec sends batch as one pipeline of EVALSHA, and those that found the
+// script cache empty (NOSCRIPT) again as EVAL.
+func (r *Redis) exec(batch []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batch))
+	pipe := r.client.Pipeline()
+	for i, c := range batch {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	var retry []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+			continue
+		}
+		batch[i].reply, batch[i].err = decodeInts(cmd)
+	}
+	if len(retry) == 0 {
+		return
+	}
+	pipe = r.client.Pipeline()
+	for _, i := range retry {
+		cmds[i] = batch[i].script.Eval(ctx, pipe, batch[i].keys, batch[i].args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range retry {
+		batch[i].reply, batch[i].err = decodeInts(cmds[i])
+	}
+}
+
+// decodeInts checks that a script replied with an array of integers.
+func decodeInts(cmd *redis.Cmd) ([]int64, error) {
+	if err := cmd.Err(); err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	vals, ok := cmd.Val().([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis store: script replied %T, want an array", cmd.Val())
+	}
+	out := make([]int64, len(vals))
+	for i, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("redis store: script reply %d is %T, want an integer", i, v)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// decideAcrossSlots decides a request whose keys span Cluster slots: per
+// slot, then refunds the slots that took if another slot rejected.
+func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Result, now int64) error {
+	groups := make(map[uint16][]int)
+	var order []uint16
+	for i := range items {
+		s := slot(items[i].Key)
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], i)
+	}
+	type taken struct {
+		idx []int
+		sub []Item
+		res []Result
+		now int64
+		err error
+	}
+	parts := make([]taken, len(order))
+	var wg sync.WaitGroup
+	for g, s := range order {
+		p := &parts[g]
+		p.idx = groups[s]
+		for _, i := range p.idx {
+			p.sub = append(p.sub, items[i])
+		}
+		p.res = make([]Result, len(p.sub))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.now, p.err = r.decideGroup(ctx, p.sub, p.res, now)
+		}()
+	}
+	wg.Wait()
+	vetoed := false
+	var firstErr error
+	for g := range parts {
+		p := &parts[g]
+		if p.err != nil {
+			firstErr = p.err
+			continue
+		}
+		for j, i := range p.idx {
+			out[i] = p.res[j]
+			if !out[i].Allowed && !items[i].Shadow && items[i].Mode == algorithm.Take {
+				vetoed = true
+			}
+		}
+	}
+	if !vetoed && firstErr == nil {
+		return nil
+	}
+	// Give back what the slots that admitted took.
+	for g := range parts {
+		p := &parts[g]
+		if p.err != nil || groupVetoed(p.sub, p.res) {
+			continue
+		}
+		if err := r.refundGroup(ctx, p.sub, p.res, p.now); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		for j, i := range p.idx {
+			if out[i].Allowed && p.sub[j].Mode == algorithm.Take {
+				out[i].Remaining = min(out[i].Remaining+p.sub[j].Cost, max(p.sub[j].Params.Limit, p.sub[j].Params.Burst))
+			}
+		}
+	}
+	return firstErr
+}
+
+func groupVetoed(items []Item, res []Result) bool {
+	for i := range items {
+		if !res[i].Allowed && !items[i].Shadow && items[i].Mode == algorithm.Take {
+			return true
+		}
+	}
+	return false
+}
+
+// refundGroup gives back the cost of the items of one slot that took it:
+// the admitted Take items (a denied shadow item took nothing, and Force
+// items record hits already served, which stay recorded).
+func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now int64) error {
+	c := r.calls.Get().(*call)
+	c.script = r.refund
+	c.keys = c.keys[:0]
+	c.args = append(c.args[:0], now)
+	for i, it := range items {
+		if !res[i].Allowed || it.Mode != algorithm.Take || it.Cost == 0 {
+			continue
+		}
+		interval := strconv.FormatFloat(float64(it.Params.Window)/float64(it.Params.Limit), 'g', 17, 64)
+		c.keys = append(c.keys, it.Key)
+		c.args = append(c.args, int(it.Params.Kind), it.Cost, interval, it.Params.Window)
+	}
+	if len(c.keys) == 0 {
+		r.calls.Put(c)
+		return nil
+	}
+	_, err := r.run(ctx, c)
+	return err
+}
