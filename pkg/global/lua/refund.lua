@@ -33,4 +33,4 @@ for i = 1, #KEYS do
     end
   end
 end
-return 1
+return {}

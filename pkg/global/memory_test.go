@@ -1,0 +1,135 @@
+package global
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+func TestMemoryBoundedAndDropsFreshState(t *testing.T) {
+	m, err := NewMemory(MemoryOptions{MaxKeys: 256, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: sec, Burst: 10}
+	out := make([]Result, 1)
+	now := int64(1_780_000_000) * sec
+	for i := range 10_000 {
+		if err := m.DecideAt([]Item{{Key: fmt.Sprint(i), Params: p, Cost: 1}}, out, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Len(); n > 256 {
+		t.Errorf("Len() = %d after 10000 distinct keys; want at most 256", n)
+	}
+	// A check that leaves a full bucket keeps nothing.
+	m2, _ := NewMemory(MemoryOptions{})
+	if err := m2.DecideAt([]Item{{Key: "k", Params: p, Cost: 0}}, out, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := m2.Len(); n != 0 {
+		t.Errorf("Len() = %d after a zero-cost check on a fresh key; want 0", n)
+	}
+	// A bucket that refilled is dropped on its next full-bucket decision.
+	m2.DecideAt([]Item{{Key: "k", Params: p, Cost: 1}}, out, now)
+	m2.DecideAt([]Item{{Key: "k", Params: p, Cost: 0}}, out, now+sec)
+	if n := m2.Len(); n != 0 {
+		t.Errorf("Len() = %d once the bucket refilled; want 0", n)
+	}
+}
+
+func TestMemoryConcurrentExact(t *testing.T) {
+	m, _ := NewMemory(MemoryOptions{})
+	p := algorithm.Params{Kind: algorithm.FixedWindow, Limit: 1000, Window: 3600 * sec}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	now := int64(1_780_000_000) * sec
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]Result, 2)
+			for range 50 {
+				// Two limits per request, overlapping keys across goroutines.
+				items := []Item{{Key: "shared", Params: p, Cost: 1}, {Key: fmt.Sprint("g", g%4), Params: p, Cost: 1}}
+				m.DecideAt(items, out, now)
+				if out[0].Allowed && out[1].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 1000 {
+		t.Errorf("admitted %d of 3200 on a limit of 1000; want exactly 1000", got)
+	}
+}
+
+func TestKey(t *testing.T) {
+	tests := []struct{ a, b []string }{
+		{[]string{"ab", "c"}, []string{"a", "bc"}},
+		{[]string{"a_b"}, []string{"a", "b"}},
+		{[]string{"", "x"}, []string{"x", ""}},
+		{[]string{"d", "k", "v"}, []string{"d", "k", "v", ""}},
+	}
+	for _, tt := range tests {
+		if Key("p:", tt.a...) == Key("p:", tt.b...) {
+			t.Errorf("Key(%q) == Key(%q); want different", tt.a, tt.b)
+		}
+	}
+	// A value cannot move the hash tag: every key is prefix{32 hex} and
+	// its slot is the tag's, whatever braces the values hold.
+	k := Key("sluice:", "domain", "key", "{evil}", "}{")
+	if len(k) != len("sluice:")+2+tagLen || k[len("sluice:")] != '{' || k[len(k)-1] != '}' {
+		t.Errorf("Key = %q; want sluice:{<%d hex>}", k, tagLen)
+	}
+	huge := string(make([]byte, 1<<20))
+	if n := len(Key("sluice:", huge)); n != len("sluice:")+2+tagLen {
+		t.Errorf("len(Key(1 MiB value)) = %d; want bounded", n)
+	}
+	if slot("sluice:{abc}") != slot("other{abc}tail") {
+		t.Error("slot ignores the hash tag")
+	}
+	if got := slot("123456789"); got != 12739 { // CRC16/XMODEM check value 0x31C3 % 16384
+		t.Errorf(`slot("123456789") = %d; want 12739`, got)
+	}
+}
+
+func BenchmarkMemoryDecide(b *testing.B) {
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
+	for _, keys := range []int{1, 1_000_000} {
+		m, _ := NewMemory(MemoryOptions{MaxKeys: 2 * keys})
+		names := make([]string, keys)
+		out := make([]Result, 1)
+		now := m.Now()
+		for i := range names {
+			names[i] = fmt.Sprint("key", i)
+			m.DecideAt([]Item{{Key: names[i], Params: p, Cost: 1}}, out, now)
+		}
+		b.Run(fmt.Sprintf("keys=%d/serial", keys), func(b *testing.B) {
+			b.ReportAllocs()
+			items := []Item{{Params: p, Cost: 1}}
+			for i := 0; b.Loop(); i++ {
+				items[0].Key = names[i%keys]
+				m.DecideAt(items, out, now)
+			}
+		})
+		b.Run(fmt.Sprintf("keys=%d/parallel", keys), func(b *testing.B) {
+			b.ReportAllocs()
+			var seed atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seed.Add(7919))
+				items := []Item{{Params: p, Cost: 1}}
+				out := make([]Result, 1)
+				for pb.Next() {
+					items[0].Key = names[i%keys]
+					m.DecideAt(items, out, now)
+					i++
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,239 @@
+package global
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+func newRedisStore(t *testing.T, opts RedisOptions) *Redis {
+	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Second // the race detector is slow; production default is 10ms
+	}
+	rs, err := NewRedis(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs
+}
+
+func decide1(t *testing.T, s interface {
+	Decide(context.Context, []Item, []Result) error
+}, it Item) Result {
+	t.Helper()
+	out := make([]Result, 1)
+	if err := s.Decide(context.Background(), []Item{it}, out); err != nil {
+		t.Fatalf("Decide(%s) = %v", it.Key, err)
+	}
+	return out[0]
+}
+
+// countingHook counts round trips: one per pipeline or single command,
+// however many commands (or script calls inside them) it carries.
+type countingHook struct{ trips, cmds atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestRedisConcurrentOneKey: 64 goroutines on 4 connections hammer one key
+// with limit L; exactly L are admitted plus what refills while they run.
+func TestRedisConcurrentOneKey(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 4, MinIdleConns: 4})
+	t.Cleanup(func() { client.Close() })
+	hook := &countingHook{}
+	client.AddHook(hook)
+	rs := newRedisStore(t, RedisOptions{Client: client, Writers: 4})
+	const limit = 500
+	for _, kind := range []algorithm.Kind{algorithm.TokenBucket, algorithm.GCRA, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog} {
+		t.Run(kind.String(), func(t *testing.T) {
+			// One hour windows: what refills during the test is computed below.
+			p := algorithm.Params{Kind: kind, Limit: limit, Window: 3600 * sec, Burst: limit}
+			key := Key(redistest.Prefix(t), "hot")
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			hook.trips.Store(0)
+			const callers, each = 64, 20
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out := make([]Result, 1)
+					for range each {
+						if err := rs.Decide(context.Background(), []Item{{Key: key, Params: p, Cost: 1}}, out); err != nil {
+							t.Error(err)
+							return
+						}
+						if out[0].Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			// Refill during the run: limit per hour, rounded up, plus one
+			// for a window boundary the fixed and sliding windows may cross.
+			refill := int64(float64(limit)*elapsed.Hours()) + 1
+			got := admitted.Load()
+			if got < limit || got > limit+refill {
+				t.Errorf("admitted %d of %d requests; want %d (+ at most %d refilled in %v)", got, callers*each, limit, refill, elapsed)
+			}
+			trips := hook.trips.Load()
+			t.Logf("%d decisions in %d round trips (%.3f per decision)", callers*each, trips, float64(trips)/float64(callers*each))
+			if trips >= callers*each {
+				t.Errorf("%d round trips for %d decisions: concurrent calls were not pipelined", trips, callers*each)
+			}
+		})
+	}
+}
+
+func TestRedisExpiryMatchesReset(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	rs := newRedisStore(t, RedisOptions{Client: client})
+	ctx := context.Background()
+	key := Key(redistest.Prefix(t), "k")
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 10 * sec, Burst: 10}
+	r := decide1(t, rs, Item{Key: key, Params: p, Cost: 3})
+	pttl := client.PTTL(ctx, key).Val()
+	// 3 tokens at 1/s refill in 3 s: the key lives exactly that long.
+	if r.ResetAfter != 3*sec || pttl > 3*time.Second || pttl < 2900*time.Millisecond {
+		t.Errorf("after taking 3 of 10 at 1/s: reset %dµs, PTTL %v; want 3s for both", r.ResetAfter, pttl)
+	}
+	// A check on a fresh key stores nothing.
+	fresh := Key(redistest.Prefix(t), "fresh")
+	decide1(t, rs, Item{Key: fresh, Params: p, Cost: 0})
+	if n := client.Exists(ctx, fresh).Val(); n != 0 {
+		t.Errorf("a zero-cost check on a fresh key left %d keys; want 0", n)
+	}
+}
+
+func TestRedisScriptCacheFlushed(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	rs := newRedisStore(t, RedisOptions{Client: client})
+	ctx := context.Background()
+	p := algorithm.Params{Kind: algorithm.FixedWindow, Limit: 2, Window: 60 * sec}
+	key := Key(redistest.Prefix(t), "k")
+	decide1(t, rs, Item{Key: key, Params: p, Cost: 1})
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := decide1(t, rs, Item{Key: key, Params: p, Cost: 1}); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("after SCRIPT FLUSH: %+v; want admitted with 0 left (EVAL fallback)", r)
+	}
+}
+
+func TestRedisAuthAndTLSURL(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithPassword("s3cret"))
+	opts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { client.Close() })
+	rs := newRedisStore(t, RedisOptions{Client: client})
+	if r := decide1(t, rs, Item{Key: Key(redistest.Prefix(t), "k"), Params: algorithm.Params{Limit: 1, Window: sec, Burst: 1}, Cost: 1}); !r.Allowed {
+		t.Fatalf("with AUTH from the URL: %+v; want admitted", r)
+	}
+	bad := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { bad.Close() })
+	rsBad := newRedisStore(t, RedisOptions{Client: bad})
+	out := make([]Result, 1)
+	if err := rsBad.Decide(context.Background(), []Item{{Key: "k", Params: algorithm.Params{Limit: 1, Window: sec, Burst: 1}, Cost: 1}}, out); err == nil {
+		t.Fatal("without the password: no error; want NOAUTH")
+	}
+}
+
+func TestRedisSentinel(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	rs := newRedisStore(t, RedisOptions{Client: s.FailoverClient(t)})
+	p := algorithm.Params{Kind: algorithm.SlidingWindow, Limit: 2, Window: 60 * sec}
+	key := Key(redistest.Prefix(t), "k")
+	for i, want := range []bool{true, true, false} {
+		if r := decide1(t, rs, Item{Key: key, Params: p, Cost: 1}); r.Allowed != want {
+			t.Fatalf("request %d through Sentinel: %+v; want allowed=%v", i, r, want)
+		}
+	}
+}
+
+func TestRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := c.Client(t)
+	rs := newRedisStore(t, RedisOptions{Client: client, Cluster: true})
+	prefix := redistest.Prefix(t)
+	loose := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 60 * sec, Burst: 100}
+	tight := algorithm.Params{Kind: algorithm.FixedWindow, Limit: 1, Window: 60 * sec}
+	// Find two keys on different slots (every key has its own slot, so
+	// nearly any two do).
+	a, b := Key(prefix, "a"), Key(prefix, "b")
+	if slot(a) == slot(b) {
+		t.Fatalf("test keys share slot %d", slot(a))
+	}
+	items := []Item{{Key: a, Params: loose, Cost: 5}, {Key: b, Params: tight, Cost: 1}}
+	out := make([]Result, 2)
+	ctx := context.Background()
+	if err := rs.Decide(ctx, items, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("first request across slots: %+v, %v; want both admitted", out, err)
+	}
+	// The tight limit now rejects; what the loose one took is refunded.
+	if err := rs.Decide(ctx, items, out); err != nil || out[1].Allowed {
+		t.Fatalf("second request across slots: %+v, %v; want b denied", out, err)
+	}
+	if r := decide1(t, rs, Item{Key: a, Params: loose, Cost: 0}); r.Remaining != 95 {
+		t.Errorf("after a rejected request across slots, a has %d left; want 95 (the refund restored 5)", r.Remaining)
+	}
+	// Keys on every master work.
+	for i := range 50 {
+		k := Key(prefix, "spread", string(rune('a'+i)))
+		if r := decide1(t, rs, Item{Key: k, Params: tight, Cost: 1}); !r.Allowed {
+			t.Fatalf("key %d: %+v; want admitted", i, r)
+		}
+	}
+}
+
+func TestRedisTimeoutIsBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	rs, err := NewRedis(RedisOptions{Client: client, Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out := make([]Result, 1)
+	err = rs.Decide(ctx, []Item{{Key: "k", Params: algorithm.Params{Limit: 1, Window: sec, Burst: 1}, Cost: 1}}, out)
+	if err == nil {
+		t.Fatal("Decide with Redis down: nil error")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Decide with Redis down waited for the caller's deadline (%v); want the store timeout", err)
+	}
+}
