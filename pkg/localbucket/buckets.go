@@ -1,0 +1,171 @@
+package localbucket
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultShards is the number of shards when Options.Shards is 0.
+const DefaultShards = 64
+
+// Options configures a Buckets.
+//
+// There is no idle TTL: a bucket idle long enough to refill is full, and full
+// buckets are reclaimed first, exactly; dropping an idle bucket that has not yet
+// refilled would hand its key tokens it has not earned. MaxKeys is the only
+// knob memory needs.
+type Options struct {
+	// MaxKeys bounds the number of keys held in total; it must be positive.
+	// It is split evenly over the shards, so a shard may evict while another
+	// has room; with a per-instance hash seed the shards fill evenly. Each
+	// key held costs about 120 bytes plus the key's length (measured with a
+	// million keys).
+	MaxKeys int
+	// Shards is the number of independently locked shards, a power of two;
+	// 0 means DefaultShards. More shards mean fewer collisions between
+	// parallel callers. If MaxKeys is smaller, the largest power of two not
+	// above MaxKeys is used, so that MaxKeys stays an exact bound.
+	Shards int
+}
+
+// Buckets is a bounded set of token buckets keyed by string. The zero value is
+// not usable; build one with New. Safe for concurrent use: each key's decision
+// is atomic, taken under the lock of the key's shard.
+type Buckets struct {
+	base   time.Time // instants are kept as now.Sub(base): monotonic when now has a monotonic reading
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+}
+
+// New returns an empty Buckets.
+func New(opts Options) (*Buckets, error) {
+	if opts.MaxKeys <= 0 {
+		return nil, fmt.Errorf("localbucket: MaxKeys %d: must be positive", opts.MaxKeys)
+	}
+	n := opts.Shards
+	if n == 0 {
+		n = DefaultShards
+	}
+	if n < 0 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("localbucket: Shards %d: must be a power of two", opts.Shards)
+	}
+	for n > opts.MaxKeys {
+		n /= 2
+	}
+	if opts.MaxKeys/n >= math.MaxInt32 {
+		return nil, errors.New("localbucket: more than 2^31-1 keys per shard; use more shards")
+	}
+	b := &Buckets{
+		base:   time.Now(),
+		seed:   maphash.MakeSeed(),
+		mask:   uint64(n - 1),
+		shards: make([]shard, n),
+	}
+	for i := range b.shards {
+		limit := opts.MaxKeys / n
+		if i < opts.MaxKeys%n {
+			limit++ // the shard bounds sum to MaxKeys exactly
+		}
+		b.shards[i].init(limit)
+	}
+	return b, nil
+}
+
+// AllowN takes n tokens from key's bucket at now if they are there; see
+// Decision for what it reports. A key not held starts with a full bucket for
+// lim. n below 0 or NaN counts as 0, and a request for 0 tokens is always
+// allowed: use it to read Remaining without spending.
+//
+// now should come from time.Now (or a time derived from one), whose monotonic
+// reading makes AllowN immune to wall-clock changes; a now that goes backwards
+// refills nothing. Tests may step now through any sequence.
+//
+// On a key already held AllowN does not allocate; a new key costs a copy of
+// the key and, until its shard is full, map and slice growth.
+func (b *Buckets) AllowN(key string, lim Limit, now time.Time, n float64) Decision {
+	t := int64(now.Sub(b.base))
+	lim = lim.sanitize()
+	s := &b.shards[maphash.String(b.seed, key)&b.mask]
+	s.mu.Lock()
+	var bk *bucket
+	if i, ok := s.index[key]; ok {
+		bk = &s.buckets[i]
+		bk.used = true
+	} else {
+		bk = s.insert(key, lim, t)
+	}
+	var d Decision
+	bk.state, d = take(bk.state, lim, t, n)
+	bk.lim = lim
+	s.mu.Unlock()
+	return d
+}
+
+// Allow is AllowN at time.Now().
+func (b *Buckets) Allow(key string, lim Limit, n float64) Decision {
+	return b.AllowN(key, lim, time.Now(), n)
+}
+
+// Len returns the number of keys held, at most Options.MaxKeys. It counts
+// full buckets not yet reclaimed. Each shard is counted under its lock but not
+// all at once, so under concurrent use the sum is a moment's approximation.
+func (b *Buckets) Len() int {
+	n := 0
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		n += len(s.buckets)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// bucket is one key's slot in its shard. Slots are reused in place when a key
+// is reclaimed or evicted, so steady state allocates nothing.
+type bucket struct {
+	key   string
+	state state
+	lim   Limit // the limit last applied, to tell whether the bucket is full
+	used  bool  // CLOCK reference bit: touched since the hand last passed
+}
+
+// shard holds up to limit buckets under mu. All fields are guarded by mu.
+type shard struct {
+	mu      sync.Mutex
+	index   map[string]int32 // key → position in buckets
+	buckets []bucket         // grows to limit, then slots are reused
+	limit   int
+	clock   int // next slot the eviction hand examines (evict.go)
+	sweep   int // next slot the full-bucket sweep examines (evict.go)
+	// Pad the 64 bytes above to 128 so that two shards' locks never share a
+	// cache line or an adjacent-line prefetch pair.
+	_ [64]byte
+}
+
+func (s *shard) init(limit int) {
+	s.limit = limit
+	s.index = make(map[string]int32)
+}
+
+// insert gives key a slot holding a fresh bucket for lim at now and returns
+// it. Requires s.mu held and key not in s.index.
+func (s *shard) insert(key string, lim Limit, now int64) *bucket {
+	i := s.slot(now)
+	if i == len(s.buckets) {
+		s.buckets = append(s.buckets, bucket{})
+	} else {
+		delete(s.index, s.buckets[i].key)
+	}
+	// The bucket outlives the call: copy key rather than pin a larger buffer
+	// the caller may have sliced it from.
+	key = strings.Clone(key)
+	s.buckets[i] = bucket{key: key, state: fresh(lim, now), lim: lim}
+	s.index[key] = int32(i)
+	return &s.buckets[i]
+}
