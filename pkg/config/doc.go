@@ -1,0 +1,63 @@
+// Package config owns the descriptor config: the envoyproxy/ratelimit YAML
+// format (domain, descriptors, key, value, rate_limit, shadow_mode,
+// detailed_metric, replaces, nested descriptors) plus sluice's extensions
+// under rate_limit (algorithm, burst, unit_multiplier), so that an existing
+// file loads as is, except for the few constructs listed under "Differences
+// from the reference" below.
+//
+// It loads and validates files into an immutable *Config and answers one
+// question on the request path: which configured limit does this descriptor
+// match (Config.Match)? It must not depend on the store, the limiter, gRPC,
+// metrics or logging: it is a pure function of the files, so it can be fuzzed,
+// loaded by a `check` command and swapped atomically on reload by its caller.
+//
+// # Matching
+//
+// The reference implementation (envoyproxy/ratelimit, src/config/config_impl.go
+// GetLimit) walks the request's entries from the domain's top level; sluice
+// keeps its rules exactly, with wildcards generalised:
+//
+//   - At each level the entry (key, value) selects one configured descriptor
+//     with the same key: a descriptor whose value equals the entry's value,
+//     else a descriptor whose value is a wildcard pattern matching it, else the
+//     key-only descriptor (no value). There is no backtracking: once a
+//     descriptor is selected, a dead end below it means no match, as in the
+//     reference.
+//   - A value containing `*` is a glob: each `*` matches any run of bytes,
+//     including none, anywhere in the value (the reference supports only a
+//     trailing `*`, which means the same thing here). There is no escape for a
+//     literal `*`. When several patterns match, the one with the most literal
+//     (non-`*`) bytes wins; ties go to the pattern written first in the file.
+//   - The request's last entry must land on a descriptor that has a
+//     rate_limit. A rate_limit half way down the tree does not apply to a
+//     longer request, and a request that ends above a rate_limit matches
+//     nothing (the README's "Example 4").
+//
+// # Paths
+//
+// Limit.Path is the reference's stats key for the configured node: the domain,
+// then for each level "." and the key, followed by "_" and the value when the
+// descriptor has one (the pattern itself for wildcards), e.g.
+// "edge.remote_address.path_/api/*". Because "_" and "." may occur inside keys
+// and values the form is ambiguous in general, so Parse rejects a config in
+// which two limits would share a Path: within one Config a Path identifies one
+// limit.
+//
+// # Differences from the reference
+//
+// Parse is stricter than envoyproxy/ratelimit where the reference would
+// silently do something surprising, and says so with file and line:
+//
+//   - requests_per_unit: 0 (the reference's "deny everything") is refused;
+//     every counted limit is at least 1.
+//   - unlimited: true refuses requests_per_unit and the extensions, not only
+//     a unit.
+//   - The newer reference fields value_to_metric and share_threshold are
+//     unknown fields: share_threshold changes which requests share a counter,
+//     so ignoring it would be wrong.
+//   - A second YAML document in a file is refused (yaml.v2 ignores it).
+//   - A `*` inside a value is a wildcard (the reference matches it
+//     literally), and among matching patterns the most specific wins (the
+//     reference takes the first listed).
+//   - Domains are never merged (the reference's MERGE_DOMAIN_CONFIG).
+package config

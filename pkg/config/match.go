@@ -1,0 +1,181 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// Config is a loaded, validated descriptor config. It is immutable after
+// Load or Parse and safe for concurrent use; a reload builds a new one. The
+// zero value and a nil *Config match nothing, but neither is ever returned.
+type Config struct {
+	domains map[string]*level
+	trees   []*domainTree // sorted by domain: the order of Domains, Limits and JSON
+	names   []string
+	limits  []*Limit
+	version string
+}
+
+// domainTree is one file's domain as written, for Limits and MarshalJSON.
+type domainTree struct {
+	name  string
+	file  string
+	line  int
+	root  level
+	nodes []*node // top-level descriptors in file order
+}
+
+// node is one configured descriptor.
+type node struct {
+	key, value string
+	line       int
+	limit      *Limit // nil for a placeholder with only nested descriptors
+	literal    int    // non-'*' bytes of a wildcard value: its specificity
+	children   level
+	ordered    []*node // children in file order
+}
+
+// level is one list of sibling descriptors, indexed three ways for the three
+// kinds of match, in the order Match tries them.
+type level struct {
+	exact map[Entry]*node     // value without '*'
+	byKey map[string]*byValue // wildcard values and the key-only entry
+}
+
+type byValue struct {
+	wildcards []*node // most specific first, then file order
+	keyOnly   *node
+}
+
+// add indexes n. Its caller has already rejected a sibling with the same
+// key and value, and calls sortWildcards once the level is complete.
+func (lv *level) add(n *node) {
+	if n.value != "" && !strings.Contains(n.value, "*") {
+		if lv.exact == nil {
+			lv.exact = make(map[Entry]*node)
+		}
+		lv.exact[Entry{n.key, n.value}] = n
+		return
+	}
+	if lv.byKey == nil {
+		lv.byKey = make(map[string]*byValue)
+	}
+	bv := lv.byKey[n.key]
+	if bv == nil {
+		bv = &byValue{}
+		lv.byKey[n.key] = bv
+	}
+	if n.value == "" {
+		bv.keyOnly = n
+		return
+	}
+	n.literal = len(n.value) - strings.Count(n.value, "*")
+	bv.wildcards = append(bv.wildcards, n)
+}
+
+// sortWildcards puts the most specific patterns first. The sort is stable,
+// so equally specific patterns keep their order in the file.
+func (lv *level) sortWildcards() {
+	for _, bv := range lv.byKey {
+		slices.SortStableFunc(bv.wildcards, func(a, b *node) int { return b.literal - a.literal })
+	}
+}
+
+// find selects the descriptor for one entry: exact value, else the most
+// specific matching wildcard, else key-only.
+func (lv *level) find(e Entry) *node {
+	if n := lv.exact[e]; n != nil {
+		return n
+	}
+	bv := lv.byKey[e.Key]
+	if bv == nil {
+		return nil
+	}
+	for _, w := range bv.wildcards {
+		if glob(w.value, e.Value) {
+			return w
+		}
+	}
+	return bv.keyOnly
+}
+
+// Match returns the limit that the descriptor entries select in domain, or
+// nil when the domain is unknown, entries is empty, or the walk does not end
+// on a descriptor with a rate_limit (see the package documentation). It does
+// not allocate. The returned Limit is shared: do not modify it.
+func (c *Config) Match(domain string, entries []Entry) *Limit {
+	if c == nil || len(entries) == 0 {
+		return nil
+	}
+	lv := c.domains[domain]
+	if lv == nil {
+		return nil
+	}
+	for i, e := range entries {
+		n := lv.find(e)
+		if n == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			return n.limit
+		}
+		lv = &n.children
+	}
+	return nil
+}
+
+// glob reports whether s matches pattern, in which each '*' matches any run
+// of bytes, including an empty one. It backtracks only to the most recent
+// star, so it runs in O(len(pattern)·len(s)) at worst and never allocates.
+func glob(pattern, s string) bool {
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			// Let the last star swallow one more byte and retry from there.
+			mark++
+			p, i = star+1, mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// Domains returns the configured domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.names)
+}
+
+// Version returns a short hex digest (16 digits) of the files' names and
+// contents: equal inputs give equal versions, so replicas and reloads can be
+// compared. Load digests names relative to the loaded directory, so the same
+// files mounted at different paths have the same version.
+func (c *Config) Version() string {
+	if c == nil {
+		return ""
+	}
+	return c.version
+}
+
+// Limits returns every limit, ordered by domain and then depth-first in file
+// order. The Limits are shared: do not modify them.
+func (c *Config) Limits() []*Limit {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.limits)
+}

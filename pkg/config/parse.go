@@ -1,0 +1,269 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The fields each mapping may have: the reference's (its validKeys), plus
+// sluice's extensions under rate_limit.
+var (
+	fileFields       = []string{"domain", "descriptors"}
+	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
+	rateLimitFields  = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier"}
+	replacesFields   = []string{"name"}
+)
+
+// sourceFile is one input: name is what errors and Limit.File show, hashName
+// what Version digests (Load passes base names, so a config's version does
+// not depend on where it is mounted).
+type sourceFile struct {
+	name, hashName string
+	data           []byte
+}
+
+// Parse builds a Config from file contents keyed by file name, the names
+// that errors and Limit.File carry. Files are read in name order. Each file
+// holds one domain; a domain may not appear in two files. On failure the
+// error is an *Error, or several joined with errors.Join (at most one per
+// file, plus those found across files); use errors.As to inspect them.
+func Parse(files map[string][]byte) (*Config, error) {
+	src := make([]sourceFile, 0, len(files))
+	for name, data := range files {
+		src = append(src, sourceFile{name: name, hashName: name, data: data})
+	}
+	return parse(src)
+}
+
+func parse(files []sourceFile) (*Config, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no config files")
+	}
+	slices.SortFunc(files, func(a, b sourceFile) int { return strings.Compare(a.name, b.name) })
+
+	var errs []error
+	c := &Config{domains: make(map[string]*level)}
+	byName := make(map[string]*domainTree)
+	for _, f := range files {
+		t, err := parseFile(f.name, f.data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev := byName[t.name]; prev != nil {
+			errs = append(errs, &Error{File: t.file, Line: t.line,
+				Reason: fmt.Sprintf("duplicate domain %q: already defined at %s:%d", t.name, prev.file, prev.line)})
+			continue
+		}
+		byName[t.name] = t
+		c.trees = append(c.trees, t)
+	}
+	slices.SortFunc(c.trees, func(a, b *domainTree) int { return strings.Compare(a.name, b.name) })
+
+	// Paths name limits in metrics and storage keys, so two limits must never
+	// share one, even where the reference's key_value form is ambiguous.
+	paths := make(map[string]*Limit)
+	for _, t := range c.trees {
+		c.domains[t.name] = &t.root
+		c.names = append(c.names, t.name)
+		walkLimits(t.nodes, func(l *Limit) {
+			if prev := paths[l.Path]; prev != nil {
+				errs = append(errs, &Error{File: l.File, Line: l.Line,
+					Reason: fmt.Sprintf("limit path %q is also the path of the limit at %s:%d; rename a key or value", l.Path, prev.File, prev.Line)})
+				return
+			}
+			paths[l.Path] = l
+			c.limits = append(c.limits, l)
+		})
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0]
+	default:
+		return nil, errors.Join(errs...)
+	}
+	c.version = version(files)
+	return c, nil
+}
+
+func walkLimits(nodes []*node, fn func(*Limit)) {
+	for _, n := range nodes {
+		if n.limit != nil {
+			fn(n.limit)
+		}
+		walkLimits(n.ordered, fn)
+	}
+}
+
+// version digests names and contents, each length-prefixed so that no two
+// different inputs produce the same byte stream.
+func version(files []sourceFile) string {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b sourceFile) int { return strings.Compare(a.hashName, b.hashName) })
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, f := range sorted {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(f.hashName)))])
+		io.WriteString(h, f.hashName)
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(f.data)))])
+		h.Write(f.data)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// decode reads a file's YAML documents. yaml.v3 is not known to panic on
+// v3.0.1, but a config reload must never take the server down, so a panic in
+// the parser is turned into an error here.
+func decode(data []byte) (docs []*yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			docs, err = nil, fmt.Errorf("yaml: parser failed: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err == io.EOF {
+			return docs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(doc.Content) > 0 {
+			docs = append(docs, &doc)
+		}
+	}
+}
+
+func parseFile(name string, data []byte) (*domainTree, error) {
+	docs, err := decode(data)
+	if err != nil {
+		return nil, yamlError(name, err)
+	}
+	if len(docs) == 0 {
+		return nil, &Error{File: name, Line: 1, Reason: "no domain: the file is empty"}
+	}
+	if len(docs) > 1 {
+		// The reference's yaml.v2 would silently read only the first.
+		return nil, &Error{File: name, Line: docs[1].Line, Reason: "a second YAML document: a file holds one domain"}
+	}
+	w := &walker{file: name, budget: maxNodes}
+	root := docs[0].Content[0]
+	fs, err := w.fields(root, "the file", fileFields, 0)
+	if err != nil {
+		return nil, err
+	}
+	t := &domainTree{file: name, line: root.Line}
+	if f, ok := fs["domain"]; ok {
+		if t.name, err = w.str(f.val, "domain"); err != nil {
+			return nil, err
+		}
+		t.line = f.key.Line
+	}
+	if t.name == "" {
+		return nil, w.errorf(root, "no domain: the file must set a non-empty domain")
+	}
+	if f, ok := fs["descriptors"]; ok {
+		items, err := w.seq(f.val, "descriptors")
+		if err != nil {
+			return nil, err
+		}
+		if t.nodes, err = w.descriptors(items, &t.root, t.name, t.name, 1); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// descriptors reads one list of sibling descriptors into lv, returning them
+// in file order. parent is the Path of the enclosing node.
+func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent string, depth int) ([]*node, error) {
+	seen := make(map[Entry]*node, len(items))
+	nodes := make([]*node, 0, len(items))
+	for _, item := range items {
+		fs, err := w.fields(item, "descriptor", descriptorFields, 0)
+		if err != nil {
+			return nil, err
+		}
+		n := &node{line: item.Line}
+		if f, ok := fs["key"]; ok {
+			if n.key, err = w.str(f.val, "key"); err != nil {
+				return nil, err
+			}
+		}
+		if n.key == "" {
+			return nil, w.errorf(item, "descriptor has no key")
+		}
+		if f, ok := fs["value"]; ok {
+			if n.value, err = w.str(f.val, "value"); err != nil {
+				return nil, err
+			}
+		}
+		if prev := seen[Entry{n.key, n.value}]; prev != nil {
+			what := fmt.Sprintf("key %q value %q", n.key, n.value)
+			if n.value == "" {
+				what = fmt.Sprintf("key %q without a value", n.key)
+			}
+			return nil, w.errorf(item, "duplicate descriptor %s at this level (first at line %d)", what, prev.line)
+		}
+		seen[Entry{n.key, n.value}] = n
+
+		path := parent + "." + n.key
+		if n.value != "" {
+			path += "_" + n.value
+		}
+		var shadow, detailed bool
+		if f, ok := fs["shadow_mode"]; ok {
+			if shadow, err = w.boolean(f.val, "shadow_mode"); err != nil {
+				return nil, err
+			}
+		}
+		if f, ok := fs["detailed_metric"]; ok {
+			if detailed, err = w.boolean(f.val, "detailed_metric"); err != nil {
+				return nil, err
+			}
+		}
+		if f, ok := fs["rate_limit"]; ok && isSet(f.val) {
+			rl, replaces, err := w.rateLimit(f)
+			if err != nil {
+				return nil, err
+			}
+			n.limit = &Limit{Domain: domain, Path: path, RateLimit: rl, ShadowMode: shadow,
+				DetailedMetric: detailed, Replaces: replaces, File: w.file, Line: n.line}
+		}
+		if f, ok := fs["descriptors"]; ok {
+			children, err := w.seq(f.val, "descriptors")
+			if err != nil {
+				return nil, err
+			}
+			if len(children) > 0 && depth >= maxDepth {
+				return nil, w.errorf(f.key, "descriptors nested more than %d deep", maxDepth)
+			}
+			if n.ordered, err = w.descriptors(children, &n.children, domain, path, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		lv.add(n)
+		nodes = append(nodes, n)
+	}
+	lv.sortWildcards()
+	return nodes, nil
+}
+
+// isSet reports whether a field has a value other than null. It follows
+// aliases without charging the budget; resolve charges them when read.
+func isSet(n *yaml.Node) bool {
+	for hops := 0; n.Kind == yaml.AliasNode && n.Alias != nil && hops <= maxDepth; hops++ {
+		n = n.Alias
+	}
+	return !isNull(n)
+}

@@ -1,0 +1,174 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Unit is the time unit of a limit. The zero value is no unit: it is what an
+// unlimited limit carries.
+type Unit uint8
+
+// The units envoyproxy/ratelimit accepts, in its order of size.
+const (
+	UnitSecond Unit = iota + 1
+	UnitMinute
+	UnitHour
+	UnitDay
+	UnitWeek
+	UnitMonth
+	UnitYear
+)
+
+var unitNames = [...]string{"", "second", "minute", "hour", "day", "week", "month", "year"}
+
+// unitSeconds are envoyproxy/ratelimit's dividers (src/utils/utilities.go
+// UnitToDivider): a month is 30 days and a year 365 days, never calendar
+// lengths, so that fixed windows start at the same epoch-aligned instants as
+// the reference's and a migrating fleet counts in the same windows.
+var unitSeconds = [...]int64{0, 1, 60, 60 * 60, 60 * 60 * 24, 60 * 60 * 24 * 7, 60 * 60 * 24 * 30, 60 * 60 * 24 * 365}
+
+// String returns the unit's lower-case name, as written in config files.
+func (u Unit) String() string {
+	if int(u) < len(unitNames) && u != 0 {
+		return unitNames[u]
+	}
+	return "Unit(" + strconv.Itoa(int(u)) + ")"
+}
+
+// Duration returns the unit's length as envoyproxy/ratelimit defines it;
+// zero for the zero Unit or an unknown one.
+func (u Unit) Duration() time.Duration {
+	if int(u) < len(unitSeconds) {
+		return time.Duration(unitSeconds[u]) * time.Second
+	}
+	return 0
+}
+
+// ParseUnit parses a unit name case-insensitively, as the reference does
+// (it upper-cases the name and looks it up in the proto enum).
+func ParseUnit(s string) (Unit, error) {
+	for u := UnitSecond; u <= UnitYear; u++ {
+		if strings.EqualFold(s, unitNames[u]) {
+			return u, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown unit %q (want second, minute, hour, day, week, month or year)", s)
+}
+
+// Algorithm selects how a limit counts. The zero value is TokenBucket, the
+// default when a file names none.
+type Algorithm uint8
+
+// The algorithms a limit can use; see DESIGN.md for their definitions.
+const (
+	TokenBucket Algorithm = iota
+	GCRA
+	SlidingWindow
+	FixedWindow
+	SlidingLog
+)
+
+var algorithmNames = [...]string{"token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"}
+
+// String returns the algorithm's name as written in config files.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParseAlgorithm parses an algorithm name, case-insensitively like units.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a, name := range algorithmNames {
+		if strings.EqualFold(s, name) {
+			return Algorithm(a), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want token_bucket, gcra, sliding_window, fixed_window or sliding_log)", s)
+}
+
+// MaxSlidingLogLimit caps requests_per_unit for sliding_log limits: the log
+// keeps one timestamp per admitted hit in the window, so a key's memory grows
+// with the limit (about 10000 × 8 bytes plus store overhead at the cap).
+// Larger limits should use sliding_window, which needs two counters.
+const MaxSlidingLogLimit = 10000
+
+// MaxWindow caps unit × unit_multiplier. It keeps every window, and "now"
+// plus a couple of windows in nanoseconds, well inside an int64 so that no
+// algorithm or store TTL overflows.
+const MaxWindow = 100 * 365 * 24 * time.Hour
+
+// RateLimit is the resolved rate_limit block of a descriptor.
+//
+// For an Unlimited limit, Unit, RequestsPerUnit and Burst are zero,
+// UnitMultiplier is 1 and Algorithm is the zero value: nothing is counted.
+// Otherwise RequestsPerUnit, UnitMultiplier and Burst are at least 1.
+type RateLimit struct {
+	Name            string // `name` from the file; may be empty
+	Unit            Unit
+	UnitMultiplier  uint32 // >= 1
+	RequestsPerUnit uint32
+	Unlimited       bool
+	Algorithm       Algorithm
+	Burst           uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
+}
+
+// Window returns the limit's window, Unit.Duration() × UnitMultiplier; zero
+// for an unlimited limit. Parse guarantees it is at most MaxWindow.
+func (r RateLimit) Window() time.Duration {
+	return r.Unit.Duration() * time.Duration(r.UnitMultiplier)
+}
+
+// Entry is one (key, value) pair of a request's descriptor. It is comparable
+// and is used directly as a map key, so matching builds no strings.
+type Entry struct{ Key, Value string }
+
+// Limit is one descriptor node that carries a rate_limit, as matched.
+// Limits are shared by every request that matches them: never modify one.
+type Limit struct {
+	Domain string
+	// Path identifies the configured node; see the package documentation for
+	// its form. It is unique within a Config.
+	Path      string
+	RateLimit RateLimit
+	// ShadowMode: evaluate and count, but always answer OK.
+	ShadowMode bool
+	// DetailedMetric asks for metrics named after the request's own entries
+	// (the reference appends each entry's key_value) rather than after Path.
+	DetailedMetric bool
+	// Replaces lists the names of limits this one replaces: when one request
+	// matches both, the replaced limits are not evaluated (README "Replaces").
+	Replaces []string
+	File     string // the file that defines it, as named to Load or Parse
+	Line     int    // the line of its descriptor in File
+}
+
+// PolicyName returns the name used in headers, reasons and metrics:
+// RateLimit.Name if set, else Path.
+func (l *Limit) PolicyName() string {
+	if l.RateLimit.Name != "" {
+		return l.RateLimit.Name
+	}
+	return l.Path
+}
+
+// Error is a config error at a place in a file. Line is 1-based; it is 0
+// when the error concerns a file as a whole.
+type Error struct {
+	File   string
+	Line   int
+	Reason string
+}
+
+// Error formats the error as "file:line: reason", the form editors and
+// terminals turn into a link.
+func (e *Error) Error() string {
+	if e.Line <= 0 {
+		return e.File + ": " + e.Reason
+	}
+	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason
+}
