@@ -48,8 +48,6 @@
 // Parse is stricter than envoyproxy/ratelimit where the reference would
 // silently do something surprising, and says so with file and line:
 //
-//   - requests_per_unit: 0 (the reference's "deny everything") is refused;
-//     every counted limit is at least 1.
 //   - unlimited: true refuses requests_per_unit and the extensions, not only
 //     a unit.
 //   - The newer reference fields value_to_metric and share_threshold are

@@ -62,7 +62,8 @@ func FuzzParse(f *testing.F) {
 			}
 			seen[l.Path] = true
 			r := l.RateLimit
-			if !r.Unlimited && (r.RequestsPerUnit < 1 || r.UnitMultiplier < 1 || r.Burst < 1 || r.Window() <= 0 || r.Window() > MaxWindow) {
+			counted := !r.Unlimited && !r.Blocks()
+			if counted && (r.RequestsPerUnit < 1 || r.UnitMultiplier < 1 || r.Burst < 1 || r.Window() <= 0 || r.Window() > MaxWindow) {
 				t.Fatalf("limit %s has an invalid RateLimit %+v", l.Path, r)
 			}
 		}

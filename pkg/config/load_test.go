@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,14 +112,16 @@ func TestEnvoyExamples(t *testing.T) {
 	}
 }
 
-// TestEnvoyExampleBlockList documents the one construct of the reference's
-// examples that sluice refuses: requests_per_unit: 0 as a block list.
+// TestEnvoyExampleBlockList: the reference's requests_per_unit: 0 block
+// list loads unchanged and matches a limit that blocks everything.
 func TestEnvoyExampleBlockList(t *testing.T) {
-	_, err := Load("testdata/rejected/rl-banned.yaml")
-	var ce *Error
-	if !errors.As(err, &ce) || ce.File != "testdata/rejected/rl-banned.yaml" || ce.Line != 26 ||
-		!strings.Contains(ce.Reason, "requests_per_unit must be at least 1") {
-		t.Errorf("Load = %v; want testdata/rejected/rl-banned.yaml:26: requests_per_unit must be at least 1", err)
+	c, err := Load("testdata/envoy-banned/rl-banned.yaml")
+	if err != nil {
+		t.Fatalf("Load = %v; want the reference's block list accepted", err)
+	}
+	l := c.Match("rl", []Entry{{"foo", "bar"}, {"bar", "banned"}})
+	if l == nil || !l.RateLimit.Blocks() || l.Line != 22 {
+		t.Errorf("Match(foo=bar, bar=banned) = %+v; want the blocking limit of line 22", l)
 	}
 }
 

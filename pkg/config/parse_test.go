@@ -85,8 +85,6 @@ func TestParseErrors(t *testing.T) {
 			line: 4, reason: "rate_limit needs requests_per_unit"},
 		{name: "unknown algorithm", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      algorithm: leaky_bucket\n"},
 			line: 7, reason: `unknown algorithm "leaky_bucket"`},
-		{name: "zero requests_per_unit", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n"},
-			line: 6, reason: "requests_per_unit must be at least 1"},
 		{name: "negative requests_per_unit", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: -3\n"},
 			line: 6, reason: "requests_per_unit must not be negative"},
 		{name: "zero unit_multiplier", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      unit_multiplier: 0\n"},

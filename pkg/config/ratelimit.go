@@ -66,12 +66,8 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 	if rl.RequestsPerUnit, err = w.integer(rpu, "requests_per_unit"); err != nil {
 		return rl, nil, err
 	}
-	if rl.RequestsPerUnit == 0 {
-		// The reference accepts 0 as "deny everything"; sluice's algorithms
-		// divide by the limit and size buckets from it, so every limit they
-		// see is at least 1.
-		return rl, nil, w.errorf(f.val, "requests_per_unit must be at least 1 (the reference's 0, deny everything, is not supported)")
-	}
+	// requests_per_unit: 0 is the reference's "deny everything" (see
+	// RateLimit.Blocks); the algorithms never see it.
 
 	if f, ok := set("algorithm"); ok {
 		s, err := w.str(f.val, "algorithm")

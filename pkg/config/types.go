@@ -119,6 +119,10 @@ type RateLimit struct {
 
 // Window returns the limit's window, Unit.Duration() × UnitMultiplier; zero
 // for an unlimited limit. Parse guarantees it is at most MaxWindow.
+// Blocks reports whether the limit denies every request: the reference's
+// requests_per_unit: 0. Such a limit needs no state and no store call.
+func (r RateLimit) Blocks() bool { return !r.Unlimited && r.RequestsPerUnit == 0 }
+
 func (r RateLimit) Window() time.Duration {
 	return r.Unit.Duration() * time.Duration(r.UnitMultiplier)
 }
