@@ -1,0 +1,106 @@
+package rls
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the service's Prometheus metrics, all prefixed sluice_.
+// Label values come from the config (domain, limit name) and a fixed set
+// of results, so cardinality is bounded by the config; request descriptor
+// values appear only in sluice_detailed_decisions_total, for limits that
+// set detailed_metric. A nil *Metrics counts nothing.
+type Metrics struct {
+	requests       *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	detailed       *prometheus.CounterVec
+	cacheHits      prometheus.Counter
+	logsSuppressed prometheus.Counter
+	Store          *StoreMetrics
+}
+
+// StoreMetrics describe the store behind a StoreDecider.
+type StoreMetrics struct {
+	latency     prometheus.Histogram
+	errors      prometheus.Counter
+	up          prometheus.Gauge
+	failureMode *prometheus.CounterVec
+}
+
+// NewMetrics registers the service's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_requests_total",
+			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, error.",
+		}, []string{"code"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total",
+			Help: "Limit decisions by domain, limit and result: ok, over_limit, shadow_over_limit (a shadow-mode limit that would have rejected).",
+		}, []string{"domain", "limit", "result"}),
+		detailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_detailed_decisions_total",
+			Help: "Decisions of detailed_metric limits, labelled with the request's descriptor values.",
+		}, []string{"domain", "limit", "descriptor", "result"}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_flag_cache_hits_total",
+			Help: "Requests answered over limit from the flag cache, without a store call.",
+		}),
+		logsSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_log_suppressed_total",
+			Help: "Rejection log lines dropped by the log rate limit.",
+		}),
+		Store: &StoreMetrics{
+			latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "sluice_store_duration_seconds",
+				Help:    "Latency of store decisions.",
+				Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+			}),
+			errors: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "sluice_store_errors_total",
+				Help: "Store decisions that failed (timeouts included).",
+			}),
+			up: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "sluice_store_up",
+				Help: "1 while the store answers, 0 while the circuit breaker is open.",
+			}),
+			failureMode: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "sluice_failure_mode_decisions_total",
+				Help: "Requests decided by the failure mode while the store was unavailable.",
+			}, []string{"mode"}),
+		},
+	}
+	reg.MustRegister(m.requests, m.decisions, m.detailed, m.cacheHits, m.logsSuppressed,
+		m.Store.latency, m.Store.errors, m.Store.up, m.Store.failureMode)
+	m.Store.up.Set(1)
+	return m
+}
+
+func (m *Metrics) request(code string) {
+	if m != nil {
+		m.requests.WithLabelValues(code).Inc()
+	}
+}
+
+func (m *Metrics) cacheHit() {
+	if m != nil {
+		m.cacheHits.Inc()
+	}
+}
+
+func (m *Metrics) suppressed(n int) {
+	if m != nil {
+		m.logsSuppressed.Add(float64(n))
+	}
+}
+
+func (m *Metrics) decision(domain, limit, result string, detailed bool, values []string) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(domain, limit, result).Inc()
+	if detailed {
+		m.detailed.WithLabelValues(domain, limit, strings.Join(values, "."), result).Inc()
+	}
+}

@@ -1,0 +1,343 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/global"
+)
+
+// Decider decides all the limits of one request at once.
+type Decider interface {
+	// Decide fills b.Results, one per item, all or nothing: if a
+	// non-shadow item is denied, no item consumes. An error means no
+	// decision was made.
+	Decide(ctx context.Context, b *Batch) error
+}
+
+// Batch is the decision one request needs.
+type Batch struct {
+	Domain string
+	Items  []global.Item
+	// Limits and Descriptors are the matched limit and the request's
+	// descriptor behind each item (a sidecar forwards the descriptors).
+	Limits      []*config.Limit
+	Descriptors []*ratelimitv3.RateLimitDescriptor
+	Results     []global.Result
+	// Unavailable is set by a Decider that decided by its failure mode
+	// because the store was unavailable; the reply says so.
+	Unavailable bool
+}
+
+// ErrUnavailable says the decision could not be made and the caller
+// (Envoy, through its failure_mode_deny) should decide: gRPC UNAVAILABLE.
+var ErrUnavailable = errors.New("rate limit store unavailable")
+
+// Options configure a Service.
+type Options struct {
+	// Config returns the current descriptor config; it is read once per
+	// request. Required.
+	Config func() *config.Config
+	// Decider decides. Required.
+	Decider Decider
+	// Cache, if set, answers keys that were just found over limit from
+	// memory until their retry time.
+	Cache *cache.OverLimit
+	// KeyPrefix starts every store key. Default "sluice:".
+	KeyPrefix string
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.
+	LegacyHeaders bool
+	// Logger gets one line per rejection, rate-limited. Default: discard.
+	Logger *slog.Logger
+	// Metrics, if set, counts decisions.
+	Metrics *Metrics
+	// Now is the clock for the flag cache. Default time.Now.
+	Now func() time.Time
+}
+
+// Service implements envoy.service.ratelimit.v3.RateLimitService.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	opts Options
+	logs *logLimiter
+}
+
+// New returns a Service.
+func New(opts Options) (*Service, error) {
+	if opts.Config == nil || opts.Decider == nil {
+		return nil, errors.New("rls: Config and Decider are required")
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "sluice:"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{opts: opts, logs: newLogLimiter(10, time.Second)}, nil
+}
+
+// ShouldRateLimit answers one request from Envoy.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := s.decide(ctx, req)
+	s.count(resp, err)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// count counts one request by outcome.
+func (s *Service) count(resp *rlsv3.RateLimitResponse, err error) {
+	var bad *invalid
+	switch {
+	case errors.As(err, &bad):
+		s.opts.Metrics.request("invalid")
+	case err != nil:
+		s.opts.Metrics.request("error")
+	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+		s.opts.Metrics.request("over_limit")
+	default:
+		s.opts.Metrics.request("ok")
+	}
+}
+
+// grpcError is the one place errors become gRPC status codes.
+func grpcError(err error) error {
+	var bad *invalid
+	switch {
+	case errors.As(err, &bad):
+		return status.Error(codes.InvalidArgument, bad.msg)
+	case errors.Is(err, ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, errNoConfig):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+var errNoConfig = errors.New("no descriptor config loaded")
+
+// decision is what one request resolved to.
+type decision struct {
+	// batch holds every limit that applies; store is its first part, the
+	// limits that need deciding. The rest block everything
+	// (requests_per_unit: 0) and are decided here without a store call.
+	batch, store Batch
+	// itemOf is, per descriptor, the index of its item in batch, or -1
+	// when no limit applies.
+	itemOf []int
+	// blocked: a non-shadow limit blocks the request.
+	blocked bool
+	// cached: answered from the flag cache.
+	cached bool
+}
+
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	cfg := s.opts.Config()
+	if cfg == nil {
+		return nil, errNoConfig
+	}
+	d := s.plan(cfg, req)
+	if len(d.store.Items) > 0 && !d.blocked {
+		now := s.opts.Now()
+		if !s.fromCache(&d, now) {
+			if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
+				return nil, err
+			}
+			d.batch.Unavailable = d.store.Unavailable
+			s.flag(&d.store, now)
+		}
+	}
+	resp := s.reply(&d, req)
+	s.observe(&d)
+	return resp, nil
+}
+
+// plan matches each descriptor and builds the batch of items to decide.
+func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) decision {
+	domain := req.GetDomain()
+	ds := req.GetDescriptors()
+	limits := make([]*config.Limit, len(ds))
+	entries := make([]config.Entry, 0, MaxEntries)
+	for i, desc := range ds {
+		entries = entries[:0]
+		for _, e := range desc.GetEntries() {
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		l := cfg.Match(domain, entries)
+		if o := desc.GetLimit(); o != nil && hasDomain(cfg, domain) {
+			l = withOverride(domain, l, o)
+		}
+		if l != nil && !l.RateLimit.Unlimited {
+			limits[i] = l
+		}
+	}
+	dropReplaced(limits)
+
+	d := decision{itemOf: make([]int, len(ds)), batch: Batch{Domain: domain}}
+	reqCost := int64(req.GetHitsAddend())
+	if reqCost == 0 {
+		reqCost = 1
+	}
+	var key []byte
+	n := 0
+	// Limits to decide first, then the blocking ones.
+	for pass := 0; pass < 2; pass++ {
+		for i, l := range limits {
+			if pass == 0 {
+				d.itemOf[i] = -1
+			}
+			if l == nil || l.RateLimit.Blocks() != (pass == 1) {
+				continue
+			}
+			desc := ds[i]
+			cost := reqCost
+			if h := desc.GetHitsAddend(); h != nil {
+				cost = int64(h.GetValue()) // an explicit 0 checks without consuming
+			}
+			p := Params(l.RateLimit)
+			key = s.appendKey(key[:0], domain, l, p, desc)
+			d.itemOf[i] = len(d.batch.Items)
+			d.batch.Items = append(d.batch.Items, global.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
+			d.batch.Limits = append(d.batch.Limits, l)
+			d.batch.Descriptors = append(d.batch.Descriptors, desc)
+		}
+		if pass == 0 {
+			n = len(d.batch.Items)
+		}
+	}
+	d.batch.Results = make([]global.Result, len(d.batch.Items))
+	for j := n; j < len(d.batch.Items); j++ {
+		w := d.batch.Items[j].Params.Window
+		d.batch.Results[j] = global.Result{RetryAfter: w, ResetAfter: w}
+		if !d.batch.Items[j].Shadow {
+			d.blocked = true
+		}
+	}
+	if d.blocked {
+		for j := 0; j < n; j++ {
+			d.batch.Results[j] = global.Result{Allowed: true} // not asked
+		}
+	}
+	d.store = Batch{
+		Domain:      domain,
+		Items:       d.batch.Items[:n],
+		Limits:      d.batch.Limits[:n],
+		Descriptors: d.batch.Descriptors[:n],
+		Results:     d.batch.Results[:n],
+	}
+	return d
+}
+
+func hasDomain(cfg *config.Config, domain string) bool {
+	for _, d := range cfg.Domains() {
+		if d == domain {
+			return true
+		}
+	}
+	return false
+}
+
+// dropReplaced removes the limits that another matched limit replaces
+// (envoyproxy/ratelimit's `replaces`).
+func dropReplaced(limits []*config.Limit) {
+	var replaced map[string]bool
+	for _, l := range limits {
+		if l == nil {
+			continue
+		}
+		for _, name := range l.Replaces {
+			if replaced == nil {
+				replaced = make(map[string]bool)
+			}
+			replaced[name] = true
+		}
+	}
+	if replaced == nil {
+		return
+	}
+	for i, l := range limits {
+		if l != nil && l.RateLimit.Name != "" && replaced[l.RateLimit.Name] {
+			limits[i] = nil
+		}
+	}
+}
+
+// appendKey builds the store key of one limit instance: the domain, the
+// limit's config path and algorithm, and the request's entries.
+func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, desc *ratelimitv3.RateLimitDescriptor) []byte {
+	es := desc.GetEntries()
+	parts := make([]string, 0, 3+2*len(es))
+	parts = append(parts, domain, l.Path, p.Kind.String())
+	for _, e := range es {
+		parts = append(parts, e.GetKey(), e.GetValue())
+	}
+	return global.AppendKey(dst, s.opts.KeyPrefix, parts...)
+}
+
+// fromCache answers the request from the flag cache when one of its
+// non-shadow keys is flagged over limit: the store would reject it, and
+// all-or-nothing means the other limits would consume nothing.
+func (s *Service) fromCache(d *decision, now time.Time) bool {
+	c := s.opts.Cache
+	if c == nil {
+		return false
+	}
+	hit := false
+	b := &d.store
+	for i, it := range b.Items {
+		if it.Shadow {
+			continue
+		}
+		if until, ok := c.Until(it.Key, now); ok {
+			left := until.Sub(now).Microseconds()
+			b.Results[i] = global.Result{Allowed: false, RetryAfter: left, ResetAfter: left}
+			hit = true
+		} else {
+			// Not known: reported as allowed with nothing to say about
+			// what is left, since the store was not asked.
+			b.Results[i] = global.Result{Allowed: true}
+		}
+	}
+	if hit {
+		d.cached = true
+		s.opts.Metrics.cacheHit()
+	}
+	return hit
+}
+
+// flag remembers the keys the decider found over limit until their retry
+// time, so a flood from one client costs no more store calls. Only items
+// denied on their own are flagged, never one the request's other limits
+// vetoed, and never a shadow item.
+func (s *Service) flag(b *Batch, now time.Time) {
+	c := s.opts.Cache
+	if c == nil {
+		return
+	}
+	for i, r := range b.Results {
+		if !r.Allowed && !b.Items[i].Shadow && r.RetryAfter > 0 {
+			c.Add(b.Items[i].Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))
+		}
+	}
+}
