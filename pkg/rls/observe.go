@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-
 )
 
 // observe counts each decided limit and logs rejections, rate-limited.

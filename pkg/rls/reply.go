@@ -249,4 +249,3 @@ func clampUint32(n int64) uint32 {
 	}
 	return uint32(n)
 }
-
