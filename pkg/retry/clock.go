@@ -1,0 +1,38 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is where a Transport reads the time and waits between attempts.
+// Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done, in which case it returns
+	// ctx.Err() without waiting out d.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// systemClock is the real clock: time.Now (with its monotonic reading, so
+// elapsed-time budgets ignore wall-clock steps) and a timer.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

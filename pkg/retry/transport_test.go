@@ -1,0 +1,268 @@
+package retry
+
+import (
+	"cmp"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTransport(t *testing.T) {
+	const s = time.Second
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	date := func(d time.Duration) []string { return []string{t0.Add(d).Format(http.TimeFormat)} }
+	ok := reply{status: 200, body: "ok"}
+	r429 := func(retryAfter ...string) reply {
+		return reply{status: 429, body: "slow down", header: map[string][]string{"Retry-After": retryAfter}}
+	}
+	r503 := func(body string) reply { return reply{status: 503, body: body} }
+
+	tests := []struct {
+		name       string
+		opts       Options // Clock and Next are set by the test; Rand defaults to 0.5
+		method     string  // default GET
+		header     map[string]string
+		body       string
+		noGetBody  bool
+		replies    []reply
+		wantStatus int
+		wantBody   string
+		wantWaits  []time.Duration
+		wantBodies []string // what the server received, when set
+	}{
+		{
+			name:    "429 Retry-After seconds",
+			replies: []reply{r429("2"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{2 * s},
+		},
+		{
+			name: "429 Retry-After HTTP-date",
+			replies: []reply{{status: 429, header: map[string][]string{
+				"Retry-After": date(3 * s), "Date": date(0)}}, ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{3 * s},
+		},
+		{
+			name: "HTTP-date without Date is measured from the client clock",
+			replies: []reply{{status: 429, header: map[string][]string{
+				"Retry-After": date(5 * s), "Date": nil}}, ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{5 * s},
+		},
+		{
+			name: "HTTP-date in the past retries at once",
+			replies: []reply{{status: 429, header: map[string][]string{
+				"Retry-After": date(-time.Hour), "Date": date(0)}}, ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{0},
+		},
+		{
+			name:    "garbage Retry-After falls back to backoff",
+			opts:    Options{Base: ms(100)},
+			replies: []reply{r429("soon"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(50)},
+		},
+		{
+			name: "429 without Retry-After: full jitter, capped",
+			opts: Options{Base: ms(100), Cap: s, MaxAttempts: 7},
+			replies: []reply{
+				r429(), r429(), r429(), r429(), r429(), r429(), ok},
+			wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(50), ms(100), ms(200), ms(400), ms(500), ms(500)},
+		},
+		{
+			name:    "503 then success",
+			opts:    Options{Base: ms(100), Rand: fixedRand(0.25)},
+			replies: []reply{r503(""), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(25)},
+		},
+		{
+			name:       "defaults: Base 500ms",
+			replies:    []reply{r503(""), {status: 502}, {status: 504}, {status: 500}, ok},
+			wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(250), ms(500), ms(1000), ms(2000)},
+		},
+		{
+			name:       "defaults: 5 attempts",
+			replies:    []reply{r503("1"), r503("2"), r503("3"), r503("4"), r503("5"), ok},
+			wantStatus: 503, wantBody: "5",
+			wantWaits: []time.Duration{ms(250), ms(500), ms(1000), ms(2000)},
+		},
+		{
+			name:    "404 is not retried",
+			replies: []reply{{status: 404, body: "no"}, ok}, wantStatus: 404, wantBody: "no",
+		},
+		{
+			name:    "Retryable narrows the set",
+			opts:    Options{Retryable: RetryOnStatus(429)},
+			replies: []reply{r503("busy"), ok}, wantStatus: 503, wantBody: "busy",
+		},
+		{
+			name:       "MaxAttempts surfaces the last response",
+			opts:       Options{Base: ms(100), MaxAttempts: 3},
+			replies:    []reply{r503("attempt 1"), r503("attempt 2"), r503("attempt 3"), ok},
+			wantStatus: 503, wantBody: "attempt 3", wantWaits: []time.Duration{ms(50), ms(100)},
+		},
+		{
+			name:    "MaxAttempts 1 disables retries",
+			opts:    Options{MaxAttempts: 1},
+			replies: []reply{r503("once"), ok}, wantStatus: 503, wantBody: "once",
+		},
+		{
+			name:    "Retry-After beyond MaxElapsed returns at once",
+			opts:    Options{MaxElapsed: time.Minute},
+			replies: []reply{r429("120"), ok}, wantStatus: 429, wantBody: "slow down",
+		},
+		{
+			name:    "Retry-After beyond what is left of MaxElapsed",
+			opts:    Options{MaxElapsed: 10 * s},
+			replies: []reply{r429("6"), r429("6"), ok}, wantStatus: 429, wantBody: "slow down",
+			wantWaits: []time.Duration{6 * s},
+		},
+		{
+			name: "MaxElapsed clips the backoff and then gives up",
+			opts: Options{Base: 10 * s, Cap: 10 * s, MaxElapsed: 30 * s, MaxAttempts: 10,
+				Rand: fixedRand(0.9)},
+			replies:    []reply{r503("late")},
+			wantStatus: 503, wantBody: "late", wantWaits: []time.Duration{9 * s, 9 * s, 9 * s, 3 * s},
+		},
+		{
+			name:    "Retry-After plus jitter",
+			opts:    Options{RetryAfterJitter: s, Rand: fixedRand(0.25)},
+			replies: []reply{r429("2"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{2*s + ms(250)},
+		},
+		{
+			name:    "Retry-After jitter is clipped to MaxElapsed",
+			opts:    Options{RetryAfterJitter: 10 * s, MaxElapsed: 4 * s},
+			replies: []reply{r429("2"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{4 * s},
+		},
+		{
+			name:   "POST is sent once",
+			method: http.MethodPost, body: "payload",
+			replies: []reply{r503("busy"), ok}, wantStatus: 503, wantBody: "busy",
+			wantBodies: []string{"payload"},
+		},
+		{
+			name:   "POST with Idempotency-Key is retried with its body",
+			method: http.MethodPost, body: "payload", header: map[string]string{"Idempotency-Key": "k1"},
+			replies: []reply{r503(""), r429("1"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{250 * time.Millisecond, s}, wantBodies: []string{"payload", "payload", "payload"},
+		},
+		{
+			name:   "PUT body is replayed",
+			method: http.MethodPut, body: strings.Repeat("x", 100_000),
+			replies: []reply{r503(""), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits:  []time.Duration{250 * time.Millisecond},
+			wantBodies: []string{strings.Repeat("x", 100_000), strings.Repeat("x", 100_000)},
+		},
+		{
+			name:   "PUT body without GetBody is sent once",
+			method: http.MethodPut, body: "payload", noGetBody: true,
+			replies: []reply{r503("busy"), ok}, wantStatus: 503, wantBody: "busy",
+			wantBodies: []string{"payload"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			server, srv := newServer(t, tt.replies...)
+			clock := newFakeClock()
+			o := tt.opts
+			o.Clock, o.Next = clock, srv.Client().Transport
+			if o.Rand == nil {
+				o.Rand = fixedRand(0.5)
+			}
+			method := cmp.Or(tt.method, http.MethodGet)
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+				if tt.noGetBody {
+					body = io.NopCloser(body)
+				}
+			}
+			req, err := http.NewRequest(method, srv.URL, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := (&http.Client{Transport: NewTransport(o)}).Do(req)
+			if err != nil {
+				t.Fatalf("Do(%s) error: %v", tt.name, err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("reading the body: %v", err)
+			}
+			if resp.StatusCode != tt.wantStatus || string(got) != tt.wantBody {
+				t.Errorf("response = %d %q; want %d %q", resp.StatusCode, got, tt.wantStatus, tt.wantBody)
+			}
+			if waits := clock.Waits(); !slices.Equal(waits, tt.wantWaits) {
+				t.Errorf("waits = %v; want %v", waits, tt.wantWaits)
+			}
+			if elapsed, budget := clock.Now().Sub(t0), cmp.Or(o.MaxElapsed, DefaultMaxElapsed); elapsed > budget {
+				t.Errorf("fake time elapsed %v; want at most MaxElapsed %v", elapsed, budget)
+			}
+			bodies := server.Bodies()
+			if want := len(tt.wantWaits) + 1; len(bodies) != want {
+				t.Errorf("server saw %d requests; want %d", len(bodies), want)
+			}
+			if tt.wantBodies != nil && !slices.Equal(bodies, tt.wantBodies) {
+				t.Errorf("server saw bodies of lengths %v; want %v", lens(bodies), lens(tt.wantBodies))
+			}
+		})
+	}
+}
+
+// TestTransportFullJitterBounds checks, over random sources, that the wait
+// before retry n stays in [0, min(Cap, Base·2ⁿ)].
+func TestTransportFullJitterBounds(t *testing.T) {
+	const base, ceiling = 30 * time.Millisecond, time.Second
+	_, srv := newServer(t, reply{status: 429})
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		clock := newFakeClock()
+		tr := NewTransport(Options{Base: base, Cap: ceiling, MaxAttempts: 12, MaxElapsed: time.Hour,
+			Clock: clock, Next: srv.Client().Transport, Rand: rng.Float64})
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("seed %d: RoundTrip error: %v", seed, err)
+		}
+		resp.Body.Close()
+		waits := clock.Waits()
+		if len(waits) != 11 {
+			t.Fatalf("seed %d: %d waits; want 11", seed, len(waits))
+		}
+		for n, w := range waits {
+			if hi := min(ceiling, base<<n); w < 0 || w > hi {
+				t.Errorf("seed %d: wait before retry %d = %v; want within [0, %v]", seed, n, w, hi)
+			}
+		}
+	}
+}
+
+func TestBackoffNoOverflow(t *testing.T) {
+	o := Options{Base: time.Hour, Cap: 1<<63 - 1, Rand: fixedRand(1)}.withDefaults()
+	for _, n := range []int{0, 10, 20, 40, 62, 63, 64, 1000} {
+		if d := o.backoff(n); d < 0 || d > o.Cap {
+			t.Errorf("backoff(%d) = %v; want within [0, Cap]", n, d)
+		}
+	}
+	o.Rand = func() float64 { return -3 }
+	if d := o.backoff(3); d != 0 {
+		t.Errorf("backoff with Rand < 0 = %v; want 0", d)
+	}
+}
+
+func lens(ss []string) []int {
+	out := make([]int, len(ss))
+	for i, s := range ss {
+		out[i] = len(s)
+	}
+	return out
+}
