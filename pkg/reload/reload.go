@@ -1,0 +1,214 @@
+// Package reload keeps a descriptor config current: it loads a file or
+// directory, watches it with fsnotify, and swaps a valid new config in
+// atomically. An invalid one is rejected with file, line and reason in
+// the log and a metric, and the last good config keeps serving.
+//
+// It watches the directory (the file's own, or the config directory), not
+// the file: editors that save by rename and Kubernetes ConfigMap updates
+// (an atomic swap of the ..data symlink) both replace the file, which a
+// watch on the file itself would lose. A slow poll backs the watch up
+// where events are not delivered (some network filesystems).
+//
+// It depends on pkg/config; nothing in it knows about gRPC or stores.
+package reload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/pkg/config"
+)
+
+// Options configure a Watcher.
+type Options struct {
+	// Path is a YAML file or a directory of them.
+	Path string
+	// Debounce waits for a burst of events to end before reloading.
+	// Default 100ms.
+	Debounce time.Duration
+	// Poll reloads this often even without events; 0 means 30s, negative
+	// turns polling off.
+	Poll   time.Duration
+	Logger *slog.Logger
+	// Registerer, if set, gets the reload metrics.
+	Registerer prometheus.Registerer
+}
+
+// Watcher holds the current config. It is safe for concurrent use.
+type Watcher struct {
+	opts    Options
+	current atomic.Pointer[config.Config]
+	mu      sync.Mutex // serialises reloads
+	lastErr error
+
+	reloads *prometheus.CounterVec
+	version *prometheus.GaugeVec
+	lastOK  prometheus.Gauge
+}
+
+// New loads the config at opts.Path; it fails if that config is invalid.
+func New(opts Options) (*Watcher, error) {
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{
+		opts: opts,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Config loads by result: loaded, unchanged, error (the last good config kept serving).",
+		}, []string{"result"}),
+		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_config_info",
+			Help: "1 for the version of the config being served.",
+		}, []string{"version"}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_success_timestamp_seconds",
+			Help: "When a config was last loaded successfully.",
+		}),
+	}
+	if opts.Registerer != nil {
+		if err := registerAll(opts.Registerer, w.reloads, w.version, w.lastOK); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := config.Load(opts.Path)
+	if err != nil {
+		w.reloads.WithLabelValues("error").Inc()
+		return nil, err
+	}
+	w.swap(cfg)
+	return w, nil
+}
+
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("reload: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Current is the config being served; never nil.
+func (w *Watcher) Current() *config.Config { return w.current.Load() }
+
+// LastError is the error of the last failed reload since the last good
+// one, or nil.
+func (w *Watcher) LastError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr
+}
+
+func (w *Watcher) swap(cfg *config.Config) {
+	old := w.current.Swap(cfg)
+	if old != nil {
+		w.version.DeleteLabelValues(old.Version())
+	}
+	w.version.WithLabelValues(cfg.Version()).Set(1)
+	w.lastOK.SetToCurrentTime()
+}
+
+// Reload loads the config again and swaps it in if it is valid and
+// changed. On error the current config stays.
+func (w *Watcher) Reload() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cfg, err := config.Load(w.opts.Path)
+	if err != nil {
+		w.reloads.WithLabelValues("error").Inc()
+		if w.lastErr == nil || w.lastErr.Error() != err.Error() {
+			w.opts.Logger.Error("config rejected; the last good config keeps serving",
+				"path", w.opts.Path, "error", err.Error(), "serving_version", w.Current().Version())
+		}
+		w.lastErr = err
+		return err
+	}
+	w.lastErr = nil
+	old := w.Current()
+	if cfg.Version() == old.Version() {
+		w.reloads.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	w.swap(cfg)
+	w.reloads.WithLabelValues("loaded").Inc()
+	w.opts.Logger.Info("config loaded", "path", w.opts.Path, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
+	return nil
+}
+
+// Watch starts watching: changes made after it returns are seen. The
+// watch runs until ctx is done; the channel returned then yields its
+// error, if any, and is closed.
+func (w *Watcher) Watch(ctx context.Context) (<-chan error, error) {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	dir := w.opts.Path
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	if err := fw.Add(dir); err != nil {
+		fw.Close()
+		return nil, fmt.Errorf("reload: watch %s: %w", dir, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		defer fw.Close()
+		if err := w.loop(ctx, fw, dir); err != nil {
+			done <- err
+		}
+	}()
+	return done, nil
+}
+
+func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, dir string) error {
+	var poll <-chan time.Time
+	if w.opts.Poll > 0 {
+		t := time.NewTicker(w.opts.Poll)
+		defer t.Stop()
+		poll = t.C
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("reload: watcher closed")
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			debounce.Reset(w.opts.Debounce)
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("reload: watcher closed")
+			}
+			w.opts.Logger.Warn("config watch error; polling continues", "path", dir, "error", err.Error())
+		case <-debounce.C:
+			w.Reload()
+		case <-poll:
+			w.Reload()
+		}
+	}
+}
