@@ -1,0 +1,170 @@
+// Command server is sluice's global rate-limit service: Envoy's
+// envoy.service.ratelimit.v3 RateLimitService over gRPC, deciding on Redis
+// (single node, Cluster or Sentinel) or, with no Redis configured, on an
+// embedded in-memory store. An admin HTTP listener serves /healthz,
+// /readyz, /metrics, /config and /json.
+//
+// Every flag can also be set from the environment: -grpc-addr from
+// SLUICE_GRPC_ADDR, and so on. Run with -h for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "sluice server:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the server's flags, validated.
+type options struct {
+	configPath    string
+	grpcAddr      string
+	httpAddr      string
+	redisURL      string
+	redisCluster  string
+	sentinelAddrs string
+	sentinelName  string
+	redisUser     string
+	redisPassword string
+	redisTLS      bool
+	redisCA       string
+	redisPool     int
+	writers       int
+	failureMode   string
+	storeTimeout  time.Duration
+	breakerFails  int
+	cooldown      time.Duration
+	localShare    float64
+	cacheSize     int
+	memoryKeys    int
+	keyPrefix     string
+	legacy        bool
+	tlsCert       string
+	tlsKey        string
+	tlsClientCA   string
+	logLevel      string
+	logFormat     string
+	grace         time.Duration
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "descriptor config: a YAML file or a directory of them (required)")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "gRPC listen address (RateLimitService, health, reflection)")
+	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "admin HTTP listen address: /healthz /readyz /metrics /config /json")
+	fs.StringVar(&o.redisURL, "redis-url", "", "single Redis node: redis://[user:password@]host:port[/db] or rediss:// for TLS; empty (and no -redis-cluster or -redis-sentinel-addrs) runs on the in-memory store")
+	fs.StringVar(&o.redisCluster, "redis-cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
+	fs.StringVar(&o.sentinelAddrs, "redis-sentinel-addrs", "", "Redis Sentinel addresses, comma-separated host:port (with -redis-sentinel-master)")
+	fs.StringVar(&o.sentinelName, "redis-sentinel-master", "", "the master name Sentinel monitors")
+	fs.StringVar(&o.redisUser, "redis-username", "", "Redis ACL user for -redis-cluster and Sentinel (a URL carries its own)")
+	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password for -redis-cluster and Sentinel (a URL carries its own)")
+	fs.BoolVar(&o.redisTLS, "redis-tls", false, "use TLS to -redis-cluster and Sentinel masters (rediss:// does it for a URL)")
+	fs.StringVar(&o.redisCA, "redis-tls-ca", "", "PEM file of CAs to verify Redis's certificate (default: system roots)")
+	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
+	fs.IntVar(&o.writers, "redis-pipelines", 4, "pipelines in flight at once; concurrent decisions are coalesced into them")
+	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
+	fs.DurationVar(&o.storeTimeout, "store-timeout", 10*time.Millisecond, "bound on each store call; keep it under Envoy's filter timeout (20ms by default)")
+	fs.IntVar(&o.breakerFails, "breaker-failures", 3, "store failures in a row that open the circuit breaker")
+	fs.DurationVar(&o.cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
+	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
+	fs.IntVar(&o.cacheSize, "cache-size", 100_000, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
+	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")
+	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
+	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS (with -grpc-tls-key)")
+	fs.StringVar(&o.tlsKey, "grpc-tls-key", "", "PEM private key for gRPC TLS")
+	fs.StringVar(&o.tlsClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates (mTLS)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
+	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.configPath == "" {
+		errs = append(errs, errors.New("-config is required (a YAML file or a directory; e.g. -config envoy/ratelimit-config)"))
+	}
+	n := 0
+	for _, s := range []string{o.redisURL, o.redisCluster, o.sentinelAddrs} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		errs = append(errs, errors.New("give at most one of -redis-url, -redis-cluster and -redis-sentinel-addrs"))
+	}
+	if (o.sentinelAddrs == "") != (o.sentinelName == "") {
+		errs = append(errs, errors.New("-redis-sentinel-addrs and -redis-sentinel-master go together"))
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
+	}
+	if o.tlsClientCA != "" && o.tlsCert == "" {
+		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	}
+	if o.storeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("-store-timeout %v: must be positive", o.storeTimeout))
+	}
+	if o.localShare <= 0 || o.localShare > 1 {
+		errs = append(errs, fmt.Errorf("-local-share %v: want a share in (0, 1]", o.localShare))
+	}
+	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breakerFails <= 0 {
+		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -redis-pool-size, -redis-pipelines and -breaker-failures must be positive"))
+	}
+	if o.cooldown <= 0 || o.grace < 0 {
+		errs = append(errs, errors.New("-breaker-cooldown must be positive and -shutdown-grace not negative"))
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.logFormat != "json" && o.logFormat != "text" {
+		errs = append(errs, fmt.Errorf("-log-format %q: want json or text", o.logFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(o *options, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(o.logLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	if o.logFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, hopts))
+	}
+	return slog.New(slog.NewJSONHandler(w, hopts))
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/reload"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+// run is the whole server: it returns when ctx is done and shutdown has
+// finished, or on a start-up error.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(o, stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cfg, err := reload.New(reload.Options{Path: o.configPath, Logger: log, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	metrics := rls.NewMetrics(reg)
+	mode, err := rls.ParseFailureMode(o.failureMode)
+	if err != nil {
+		return fmt.Errorf("-failure-mode: %w", err)
+	}
+
+	memory, err := global.NewMemory(global.MemoryOptions{MaxKeys: o.memoryKeys})
+	if err != nil {
+		return err
+	}
+	client, cluster, err := newRedisClient(o)
+	if err != nil {
+		return err
+	}
+	var decider rls.Decider
+	var ready readiness
+	storeName := "memory"
+	if client == nil {
+		// The embedded store cannot be unavailable: no failure mode.
+		decider = memoryDecider{memory}
+	} else {
+		defer client.Close()
+		storeName = "redis"
+		if cluster {
+			storeName = "redis-cluster"
+		}
+		rs, err := global.NewRedis(global.RedisOptions{Client: client, Cluster: cluster, Timeout: o.storeTimeout, Writers: o.writers})
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := rs.Load(lctx); err != nil {
+			log.Warn("could not load scripts into Redis at start; the failure mode applies until it answers", "error", err.Error())
+		}
+		cancel()
+		sd, err := rls.NewStoreDecider(rls.StoreOptions{
+			Store: rs, Timeout: o.storeTimeout, Mode: mode, Fallback: memory, LocalShare: o.localShare,
+			BreakerFailures: o.breakerFails, Cooldown: o.cooldown, Logger: log, Metrics: metrics.Store,
+		})
+		if err != nil {
+			return err
+		}
+		decider, ready = sd, sd
+	}
+	var flags *cache.OverLimit
+	if o.cacheSize > 0 {
+		if flags, err = cache.New(o.cacheSize); err != nil {
+			return err
+		}
+	}
+	svc, err := rls.New(rls.Options{
+		Config: cfg.Current, Decider: decider, Cache: flags, KeyPrefix: o.keyPrefix,
+		LegacyHeaders: o.legacy, Logger: log, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+
+	gopts := []grpc.ServerOption{
+		// Envoy keeps long-lived HTTP/2 connections and may ping them.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if o.tlsCert != "" {
+		tc, err := serverTLS(o)
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	gs := grpc.NewServer(gopts...)
+	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	glis, err := net.Listen("tcp", o.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("-grpc-addr: %w", err)
+	}
+	hlis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		glis.Close()
+		return fmt.Errorf("-http-addr: %w", err)
+	}
+	hsrv := &http.Server{Handler: adminMux(svc, cfg, ready, reg), ReadHeaderTimeout: 5 * time.Second}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchDone, err := cfg.Watch(watchCtx)
+	if err != nil {
+		log.Warn("config changes will not be watched", "error", err.Error())
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(glis) }()
+	go func() { errc <- hsrv.Serve(hlis) }()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	log.Info("sluice server listening",
+		"grpc_addr", glis.Addr().String(), "http_addr", hlis.Addr().String(),
+		"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", cfg.Current().Version())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Error("listener failed; shutting down", "error", err.Error())
+	}
+	// Stop taking new work, let in-flight requests finish, then close the
+	// store (the deferred Closes, in reverse order).
+	hs.Shutdown()
+	log.Info("shutting down", "grace", o.grace.String())
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(o.grace):
+		gs.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
+	defer cancel()
+	hsrv.Shutdown(sctx)
+	stopWatch()
+	if watchDone != nil {
+		if err := <-watchDone; err != nil {
+			log.Warn("config watch ended", "error", err.Error())
+		}
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// memoryDecider decides on the embedded in-memory store.
+type memoryDecider struct{ m *global.Memory }
+
+func (d memoryDecider) Decide(ctx context.Context, b *rls.Batch) error {
+	return d.m.Decide(ctx, b.Items, b.Results)
+}
+
+func serverTLS(o *options) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC TLS: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.tlsClientCA != "" {
+		pem, err := os.ReadFile(o.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("-grpc-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-grpc-tls-client-ca %s: no PEM certificates", o.tlsClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
