@@ -201,4 +201,3 @@ func serverTLS(o *options) (*tls.Config, error) {
 	}
 	return tc, nil
 }
-
