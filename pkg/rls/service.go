@@ -34,8 +34,11 @@ type Batch struct {
 	Limits      []*config.Limit
 	Descriptors []*ratelimitv3.RateLimitDescriptor
 	Results     []global.Result
-	// Unavailable is set by a Decider that decided by its failure mode
-	// because the store was unavailable; the reply says so.
+	// Degraded is set by a Decider that decided without its store (by a
+	// failure mode); such answers are not remembered in the flag cache.
+	Degraded bool
+	// Unavailable is set when the failure mode denied because the store
+	// was unavailable; the reply says so.
 	Unavailable bool
 }
 
@@ -332,7 +335,7 @@ func (s *Service) fromCache(d *decision, now time.Time) bool {
 // vetoed, and never a shadow item.
 func (s *Service) flag(b *Batch, now time.Time) {
 	c := s.opts.Cache
-	if c == nil {
+	if c == nil || b.Degraded {
 		return
 	}
 	for i, r := range b.Results {

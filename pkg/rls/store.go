@@ -225,6 +225,7 @@ func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 	if m := d.opts.Metrics; m != nil {
 		m.failureMode.WithLabelValues(d.opts.Mode.String()).Inc()
 	}
+	b.Degraded = true
 	switch d.opts.Mode {
 	case FailAllow:
 		for i, it := range b.Items {

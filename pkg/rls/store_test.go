@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 
@@ -61,7 +62,11 @@ func TestFailureModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := start(t, Options{Decider: d})
+			// With a flag cache: failure-mode answers must not be
+			// remembered as the store's (they would hide the outage from
+			// the breaker and outlast it).
+			flags, _ := cache.New(100)
+			h := start(t, Options{Decider: d, Cache: flags})
 			for i := range 10 {
 				resp, err := h.client.ShouldRateLimit(context.Background(), req)
 				if status.Code(err) != tt.grpc {
