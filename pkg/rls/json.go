@@ -33,7 +33,7 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, "bad RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := s.decide(r.Context(), &req)
+		_, resp, err := s.decide(r.Context(), &req, false)
 		s.count(resp, err)
 		if err != nil {
 			var bad *invalid

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -94,12 +97,65 @@ func New(opts Options) (*Service, error) {
 
 // ShouldRateLimit answers one request from Envoy.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	resp, err := s.decide(ctx, req)
+	sidecar := sidecarMode(ctx)
+	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord)
 	s.count(resp, err)
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	if sidecar != "" {
+		grpc.SetHeader(ctx, metadata.Pairs(RetryAfterKey, retryList(&d)))
+	}
 	return resp, nil
+}
+
+// The sidecar's side channel on the standard API. Envoy never sets this
+// metadata, so its path is unchanged.
+const (
+	// SidecarKey is the gRPC request metadata a sluice sidecar sets.
+	SidecarKey = "x-sluice-sidecar"
+	// SidecarSync marks a sidecar's ordinary decision.
+	SidecarSync = "sync"
+	// SidecarRecord marks hits a sidecar already admitted: they are
+	// recorded in full even where they exceed what is left (the state goes
+	// into debt, holding later requests back until it is repaid), and a
+	// status is OVER_LIMIT when its limit is used up.
+	SidecarRecord = "record"
+	// RetryAfterKey is the response header metadata answering a sidecar:
+	// per descriptor, the µs until a retry can succeed (0 when admitted or
+	// unlimited), comma-separated, so its flag cache can hold each key for
+	// exactly as long as the store would reject it.
+	RetryAfterKey = "x-sluice-retry-after-us"
+)
+
+func sidecarMode(ctx context.Context) string {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ""
+	}
+	switch v := md.Get(SidecarKey); {
+	case len(v) == 0:
+		return ""
+	case v[0] == SidecarRecord:
+		return SidecarRecord
+	default:
+		return SidecarSync
+	}
+}
+
+func retryList(d *decision) string {
+	var b []byte
+	for i, j := range d.itemOf {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var r int64
+		if j >= 0 && !d.batch.Results[j].Allowed {
+			r = d.batch.Results[j].RetryAfter
+		}
+		b = strconv.AppendInt(b, r, 10)
+	}
+	return string(b)
 }
 
 // count counts one request by outcome.
@@ -152,20 +208,28 @@ type decision struct {
 	cached bool
 }
 
-func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// decide answers req. With record, the request's hits were already
+// admitted by a sidecar: they are recorded in full (algorithm.Force),
+// past the flag cache.
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record bool) (decision, *rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
-		return nil, err
+		return decision{}, nil, err
 	}
 	cfg := s.opts.Config()
 	if cfg == nil {
-		return nil, errNoConfig
+		return decision{}, nil, errNoConfig
 	}
 	d := s.plan(cfg, req)
+	if record {
+		for i := range d.batch.Items {
+			d.batch.Items[i].Mode = algorithm.Force
+		}
+	}
 	if len(d.store.Items) > 0 && !d.blocked {
 		now := s.opts.Now()
-		if !s.fromCache(&d, now) {
+		if record || !s.fromCache(&d, now) {
 			if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
-				return nil, err
+				return d, nil, err
 			}
 			d.batch.Unavailable = d.store.Unavailable
 			s.flag(&d.store, now)
@@ -173,7 +237,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	resp := s.reply(&d, req)
 	s.observe(&d)
-	return resp, nil
+	return d, resp, nil
 }
 
 // plan matches each descriptor and builds the batch of items to decide.
