@@ -49,6 +49,7 @@ func (p part) String() string {
 
 // shape is the descriptor that one route.v3.RateLimit entry produces.
 type shape struct {
+	route  string // the route's name
 	source string // where the entry is, for messages
 	domain string
 	parts  []part
@@ -141,19 +142,15 @@ func TestRoutesMatchConfig(t *testing.T) {
 func TestEveryRouteLimitsPerClient(t *testing.T) {
 	for _, f := range loadBootstraps(t) {
 		for _, cm := range connManagers(t, f.b) {
-			perRoute := map[string]bool{}
+			perClient := map[string]bool{}
 			for _, s := range routeShapes(t, cm) {
-				route, _, _ := strings.Cut(s.source, ":")
-				if _, ok := perRoute[route]; !ok {
-					perRoute[route] = false
-				}
 				if len(s.parts) == 1 && s.parts[0].key == "remote_address" && s.parts[0].dynamic {
-					perRoute[route] = true
+					perClient[s.route] = true
 				}
 			}
 			for _, vh := range cm.hcm.GetRouteConfig().GetVirtualHosts() {
 				for _, r := range vh.GetRoutes() {
-					if !perRoute["route "+r.GetName()] {
+					if !perClient[r.GetName()] {
 						t.Errorf("%s: route %q sends no [(\"remote_address\", client)] descriptor", f.name, r.GetName())
 					}
 				}
@@ -241,7 +238,7 @@ func routeShapes(t *testing.T, cm connManager) []shape {
 					if rl.GetLimit() != nil {
 						t.Fatalf("%s: a limit override replaces the configured limit; the drift check does not model it", source)
 					}
-					s := shape{source: source, domain: domain, cost: rl.GetHitsAddend().GetNumber().GetValue()}
+					s := shape{route: r.GetName(), source: source, domain: domain, cost: rl.GetHitsAddend().GetNumber().GetValue()}
 					if f := rl.GetHitsAddend().GetFormat(); f != "" {
 						t.Fatalf("%s: hits_addend.format %q: the drift check models only number", source, f)
 					}

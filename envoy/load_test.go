@@ -150,66 +150,77 @@ func jsonValue(v any) (any, error) {
 // *anypb.Any has no ValidateAll), and nearly every Envoy extension is an Any, so without the
 // walk a filter's own rules would never run.
 func deepCheck(m proto.Message) []error {
-	var errs []error
-	validate := func(path string, m proto.Message) {
-		if v, ok := m.(interface{ ValidateAll() error }); ok {
-			if err := v.ValidateAll(); err != nil {
-				errs = append(errs, fmt.Errorf("%s (%s): %w", path, m.ProtoReflect().Descriptor().FullName(), err))
-			}
-		}
-	}
-	var walk func(path string, m protoreflect.Message)
-	walk = func(path string, m protoreflect.Message) {
-		if a, ok := m.Interface().(*anypb.Any); ok {
-			inner, err := a.UnmarshalNew()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
-				return
-			}
-			validate(path, inner)
-			walk(path, inner.ProtoReflect())
-			return
-		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			p := path + "." + string(fd.Name())
-			if opts, ok := fd.Options().(*descriptorpb.FieldOptions); ok && opts.GetDeprecated() {
-				errs = append(errs, fmt.Errorf("%s: deprecated field (Envoy warns, and rejects some by default)", p))
-			}
-			switch {
-			case fd.IsList():
-				l := v.List()
-				for i := range l.Len() {
-					value(fmt.Sprintf("%s[%d]", p, i), fd, l.Get(i), walk, &errs)
-				}
-			case fd.IsMap():
-				v.Map().Range(func(k protoreflect.MapKey, e protoreflect.Value) bool {
-					value(fmt.Sprintf("%s[%v]", p, k.Interface()), fd.MapValue(), e, walk, &errs)
-					return true
-				})
-			default:
-				value(p, fd, v, walk, &errs)
-			}
-			return true
-		})
-	}
-	validate("", m)
-	walk("", m.ProtoReflect())
-	return errs
+	var c checker
+	c.validate("", m)
+	c.message("", m.ProtoReflect())
+	return c.errs
 }
 
-// value continues deepCheck's walk into one field value: a message, or an enum whose value may
-// be deprecated.
-func value(path string, fd protoreflect.FieldDescriptor, v protoreflect.Value, walk func(string, protoreflect.Message), errs *[]error) {
+// checker collects deepCheck's findings; path names the field being walked, as
+// ".static_resources.listeners[0]...".
+type checker struct{ errs []error }
+
+func (c *checker) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// validate runs m's own ValidateAll, which covers its ordinary sub-messages.
+func (c *checker) validate(path string, m proto.Message) {
+	if v, ok := m.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			c.errorf("%s (%s): %w", path, m.ProtoReflect().Descriptor().FullName(), err)
+		}
+	}
+}
+
+// message walks every set field of m, unpacking m itself if it is an Any.
+func (c *checker) message(path string, m protoreflect.Message) {
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			c.errorf("%s: %w", path, err)
+			return
+		}
+		c.validate(path, inner)
+		c.message(path, inner.ProtoReflect())
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		p := path + "." + string(fd.Name())
+		if opts, ok := fd.Options().(*descriptorpb.FieldOptions); ok && opts.GetDeprecated() {
+			c.errorf("%s: deprecated field (Envoy warns, and rejects some by default)", p)
+		}
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				c.value(fmt.Sprintf("%s[%d]", p, i), fd, l.Get(i))
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, e protoreflect.Value) bool {
+				c.value(fmt.Sprintf("%s[%v]", p, k.Interface()), fd.MapValue(), e)
+				return true
+			})
+		default:
+			c.value(p, fd, v)
+		}
+		return true
+	})
+}
+
+// value continues the walk into one value of field fd: a message, or an enum whose value
+// may be deprecated.
+func (c *checker) value(path string, fd protoreflect.FieldDescriptor, v protoreflect.Value) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		walk(path, v.Message())
+		c.message(path, v.Message())
 	case protoreflect.EnumKind:
 		ev := fd.Enum().Values().ByNumber(v.Enum())
 		if ev == nil {
 			return
 		}
 		if opts, ok := ev.Options().(*descriptorpb.EnumValueOptions); ok && opts.GetDeprecated() {
-			*errs = append(*errs, fmt.Errorf("%s: deprecated enum value %s", path, ev.Name()))
+			c.errorf("%s: deprecated enum value %s", path, ev.Name())
 		}
 	}
 }
