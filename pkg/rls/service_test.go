@@ -75,7 +75,7 @@ func (c *clockStore) Decide(_ context.Context, items []global.Item, out []global
 	return c.m.DecideAt(items, out, c.now.Load())
 }
 
-func newClockStore(t *testing.T) *clockStore {
+func newClockStore(t testing.TB) *clockStore {
 	m, err := global.NewMemory(global.MemoryOptions{})
 	if err != nil {
 		t.Fatal(err)
