@@ -125,16 +125,19 @@ func (m *Memory) DecideAt(items []Item, out []Result, now int64) error {
 			m.shards[i].mu.Unlock()
 		}
 	}()
+	var entryBuf [maxItems]*memEntry
 	states := stateBuf[:len(items)]
+	entries := entryBuf[:len(items)]
 	for i := range items {
-		states[i] = m.shards[idx[i]].load(items[i].Key, now)
+		entries[i] = m.shards[idx[i]].m[items[i].Key]
+		states[i] = stateOf(entries[i], now)
 	}
 	if !algorithm.DecideAll(items, states, now, out) {
 		return nil
 	}
 	for i := range items {
 		if algorithm.LastOfKey(items, i) {
-			m.store(&m.shards[idx[i]], items[i].Key, states[i], out[i].ResetAfter, now)
+			m.store(&m.shards[idx[i]], entries[i], items[i].Key, states[i], out[i].ResetAfter, now)
 		}
 	}
 	return nil
@@ -144,9 +147,10 @@ func (m *Memory) decideOne(it *Item, out *Result, now int64) error {
 	s := &m.shards[m.shardOf(it.Key)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.load(it.Key, now)
-	st, *out = algorithm.Decide(st, it.Params, now, it.Cost, it.Mode)
-	m.store(s, it.Key, st, out.ResetAfter, now)
+	e := s.m[it.Key]
+	var st algorithm.State
+	st, *out = algorithm.Decide(stateOf(e, now), it.Params, now, it.Cost, it.Mode)
+	m.store(s, e, it.Key, st, out.ResetAfter, now)
 	return nil
 }
 
@@ -154,19 +158,19 @@ func (m *Memory) shardOf(key string) int {
 	return int(maphash.String(m.seed, key) & m.mask)
 }
 
-// load returns key's state; a key past its expiry is a fresh key.
-func (s *memShard) load(key string, now int64) algorithm.State {
-	e := s.m[key]
+// stateOf is the state an entry (nil for none) holds at now; an entry
+// past its expiry is a fresh key.
+func stateOf(e *memEntry, now int64) algorithm.State {
 	if e == nil || e.expires <= now {
 		return algorithm.State{}
 	}
 	return e.state
 }
 
-// store keeps st for reset µs, or drops the key when st equals a fresh
+// store keeps st for key, whose entry (nil for none) was looked up under
+// the same lock, for reset µs, or drops the key when st equals a fresh
 // key's. The caller holds s.mu.
-func (m *Memory) store(s *memShard, key string, st algorithm.State, reset, now int64) {
-	e := s.m[key]
+func (m *Memory) store(s *memShard, e *memEntry, key string, st algorithm.State, reset, now int64) {
 	if reset <= 0 {
 		if e != nil {
 			s.unlink(e)
