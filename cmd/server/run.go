@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	storeName := "memory"
 	if client == nil {
 		// The embedded store cannot be unavailable: no failure mode.
-		decider = memoryDecider{memory}
+		decider = rls.Direct{Store: memory}
 	} else {
 		defer client.Close()
 		storeName = "redis"
@@ -172,13 +172,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// memoryDecider decides on the embedded in-memory store.
-type memoryDecider struct{ m *global.Memory }
-
-func (d memoryDecider) Decide(ctx context.Context, b *rls.Batch) error {
-	return d.m.Decide(ctx, b.Items, b.Results)
 }
 
 func serverTLS(o *options) (*tls.Config, error) {

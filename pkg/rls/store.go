@@ -51,6 +51,15 @@ type Store interface {
 	Decide(ctx context.Context, items []global.Item, out []global.Result) error
 }
 
+// Direct decides on a store that cannot be unavailable (the in-memory
+// store): no timeout, no breaker, no failure mode.
+type Direct struct{ Store Store }
+
+// Decide implements Decider.
+func (d Direct) Decide(ctx context.Context, b *Batch) error {
+	return d.Store.Decide(ctx, b.Items, b.Results)
+}
+
 // StoreOptions configure a StoreDecider.
 type StoreOptions struct {
 	Store Store

@@ -1,0 +1,44 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/global"
+)
+
+// BenchmarkShouldRateLimit measures the request path without gRPC: match,
+// key building, an in-memory decision and the reply, on 10k keys all
+// admitted.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := global.NewMemory(global.MemoryOptions{})
+	flags, _ := cache.New(100_000)
+	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags})
+	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
+		}}}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := svc.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
