@@ -87,6 +87,7 @@ func TestTLS(t *testing.T) {
 		"--tls-auth-clients", "no",
 	))
 	s := startServer(t, "-config", writeConfig(t, testConfig),
+		"-store-timeout", "2s", // a cold TLS handshake is slow under -race
 		"-redis-url", fmt.Sprintf("rediss://127.0.0.1:%d", tlsPort), "-redis-tls-ca", filepath.Join(dir, "ca.pem"),
 		"-grpc-tls-cert", filepath.Join(dir, "cert.pem"), "-grpc-tls-key", filepath.Join(dir, "key.pem"))
 	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
