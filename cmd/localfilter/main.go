@@ -1,0 +1,253 @@
+// Command localfilter is sluice's per-proxy sidecar: the same
+// envoy.service.ratelimit.v3 RateLimitService as the server, answering
+// from memory first (flag cache, local token buckets) in front of an
+// upstream sluice server that applies the precise limit, synchronously
+// (-mode sync) or with batched asynchronous hits (-mode async). See
+// pkg/localtier for the tiers and the async overshoot bound.
+//
+// Every flag can also be set from the environment: -upstream from
+// SLUICE_UPSTREAM, and so on.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/localtier"
+	"github.com/sluicehq/sluice/pkg/reload"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "sluice localfilter:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	configPath, grpcAddr, httpAddr, upstream, mode string
+	fraction, fallbackShare                        float64
+	flushInterval, upstreamTimeout, grace          time.Duration
+	batchSize, cacheSize, maxPending, localKeys    int
+	keyPrefix, logLevel, logFormat                 string
+	legacy                                         bool
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("localfilter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "descriptor config: a YAML file or a directory of them, the same as the server's (required)")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", ":9081", "gRPC listen address for Envoy")
+	fs.StringVar(&o.httpAddr, "http-addr", ":9080", "admin HTTP listen address: /healthz /readyz /metrics /config /json")
+	fs.StringVar(&o.upstream, "upstream", "", "the global server's gRPC address, host:port, or several comma-separated (round robin) (required)")
+	fs.StringVar(&o.mode, "mode", "async", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
+	fs.Float64Var(&o.fraction, "local-fraction", 1.0, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
+	fs.Float64Var(&o.fallbackShare, "fallback-share", 0.5, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
+	fs.DurationVar(&o.flushInterval, "flush-interval", 10*time.Millisecond, "async: how often admitted hits are sent upstream")
+	fs.IntVar(&o.batchSize, "batch-size", 256, "async: send early once this many keys have pending hits")
+	fs.IntVar(&o.maxPending, "max-pending", 100_000, "async: keys of unsent hits kept while the upstream is away; beyond, hits are dropped and counted")
+	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
+	fs.IntVar(&o.cacheSize, "cache-size", 100_000, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
+	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
+	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
+	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
+	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
+	}
+	if o.configPath == "" {
+		errs = append(errs, errors.New("-config is required"))
+	}
+	if o.upstream == "" {
+		errs = append(errs, errors.New("-upstream is required (the global server's gRPC address)"))
+	}
+	if _, err := localtier.ParseMode(o.mode); err != nil {
+		errs = append(errs, fmt.Errorf("-mode: %w", err))
+	}
+	if o.fraction <= 0 || o.fraction > 1 || o.fallbackShare <= 0 || o.fallbackShare > 1 {
+		errs = append(errs, errors.New("-local-fraction and -fallback-share must be in (0, 1]"))
+	}
+	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
+		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("-log-level %q: want debug, info, warn or error", o.logLevel))
+	}
+	if o.logFormat != "json" && o.logFormat != "text" {
+		errs = append(errs, fmt.Errorf("-log-format %q: want json or text", o.logFormat))
+	}
+	return o, errors.Join(errs...)
+}
+
+// dialUpstream opens one long-lived HTTP/2 connection per upstream
+// address, round robin across them.
+func dialUpstream(addrs string) (*grpc.ClientConn, error) {
+	r := manual.NewBuilderWithScheme("sluice-upstream")
+	var state resolver.State
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+		}
+	}
+	r.InitialState(state)
+	return grpc.NewClient(r.Scheme()+":///upstream",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
+	)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(o.logLevel))
+	hopts := &slog.HandlerOptions{Level: lvl}
+	log := slog.New(slog.NewJSONHandler(stderr, hopts))
+	if o.logFormat == "text" {
+		log = slog.New(slog.NewTextHandler(stderr, hopts))
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg, err := reload.New(reload.Options{Path: o.configPath, Logger: log, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	conn, err := dialUpstream(o.upstream)
+	if err != nil {
+		return fmt.Errorf("-upstream: %w", err)
+	}
+	defer conn.Close()
+	var flags *cache.OverLimit
+	if o.cacheSize > 0 {
+		if flags, err = cache.New(o.cacheSize); err != nil {
+			return err
+		}
+	}
+	mode, _ := localtier.ParseMode(o.mode)
+	tier, err := localtier.New(localtier.Options{
+		Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
+		Timeout: o.upstreamTimeout, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending,
+		MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer tier.Close()
+	svc, err := rls.New(rls.Options{Config: cfg.Current, Decider: tier, Cache: flags, KeyPrefix: o.keyPrefix,
+		LegacyHeaders: o.legacy, Logger: log, Metrics: rls.NewMetrics(reg)})
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	glis, err := net.Listen("tcp", o.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("-grpc-addr: %w", err)
+	}
+	hlis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		glis.Close()
+		return fmt.Errorf("-http-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// Ready either way: without the upstream the sidecar decides locally.
+		up := "reachable"
+		if !tier.Healthy() {
+			up = "unavailable (deciding locally at the fallback share)"
+		}
+		fmt.Fprintf(w, "ready: config %s; upstream %s\n", cfg.Current().Version(), up)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := cfg.Current().MarshalJSON()
+		w.Write(b)
+	})
+	mux.Handle("/json", rls.JSONHandler(svc))
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchDone, err := cfg.Watch(watchCtx)
+	if err != nil {
+		log.Warn("config changes will not be watched", "error", err.Error())
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(glis) }()
+	go func() { errc <- hsrv.Serve(hlis) }()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	log.Info("sluice localfilter listening", "grpc_addr", glis.Addr().String(), "http_addr", hlis.Addr().String(),
+		"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Error("listener failed; shutting down", "error", err.Error())
+	}
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(o.grace):
+		gs.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
+	defer cancel()
+	hsrv.Shutdown(sctx)
+	tier.Close() // flush the hits admitted so far
+	stopWatch()
+	if watchDone != nil {
+		<-watchDone
+	}
+	log.Info("stopped")
+	return nil
+}
