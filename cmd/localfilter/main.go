@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -30,14 +29,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/reload"
@@ -109,12 +106,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
 		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
-		errs = append(errs, fmt.Errorf("-log-level %q: want debug, info, warn or error", o.logLevel))
-	}
-	if o.logFormat != "json" && o.logFormat != "text" {
-		errs = append(errs, fmt.Errorf("-log-format %q: want json or text", o.logFormat))
+	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
+		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
 }
@@ -143,12 +136,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	var lvl slog.Level
-	lvl.UnmarshalText([]byte(o.logLevel))
-	hopts := &slog.HandlerOptions{Level: lvl}
-	log := slog.New(slog.NewJSONHandler(stderr, hopts))
-	if o.logFormat == "text" {
-		log = slog.New(slog.NewTextHandler(stderr, hopts))
+	log, err := serve.NewLogger(o.logLevel, o.logFormat, stderr)
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -182,20 +172,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
-	rlsv3.RegisterRateLimitServiceServer(gs, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
-	glis, err := net.Listen("tcp", o.grpcAddr)
-	if err != nil {
-		return fmt.Errorf("-grpc-addr: %w", err)
-	}
-	hlis, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		glis.Close()
-		return fmt.Errorf("-http-addr: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -213,40 +189,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		w.Write(b)
 	})
 	mux.Handle("/json", rls.JSONHandler(svc))
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchDone, err := cfg.Watch(watchCtx)
 	if err != nil {
 		log.Warn("config changes will not be watched", "error", err.Error())
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(glis) }()
-	go func() { errc <- hsrv.Serve(hlis) }()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	log.Info("sluice localfilter listening", "grpc_addr", glis.Addr().String(), "http_addr", hlis.Addr().String(),
-		"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		log.Error("listener failed; shutting down", "error", err.Error())
-	}
-	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(o.grace):
-		gs.Stop()
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
-	defer cancel()
-	hsrv.Shutdown(sctx)
+	err = serve.Run(ctx, log, serve.NewGRPC(svc), mux, o.grpcAddr, o.httpAddr, o.grace, func(g, h net.Addr) {
+		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
+			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
+	})
 	tier.Close() // flush the hits admitted so far
 	stopWatch()
 	if watchDone != nil {
 		<-watchDone
+	}
+	if err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil

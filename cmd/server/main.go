@@ -14,13 +14,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/serve"
 )
 
 func main() {
@@ -143,28 +143,8 @@ func (o *options) validate() error {
 	if o.cooldown <= 0 || o.grace < 0 {
 		errs = append(errs, errors.New("-breaker-cooldown must be positive and -shutdown-grace not negative"))
 	}
-	if _, err := parseLevel(o.logLevel); err != nil {
+	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
 		errs = append(errs, err)
 	}
-	if o.logFormat != "json" && o.logFormat != "text" {
-		errs = append(errs, fmt.Errorf("-log-format %q: want json or text", o.logFormat))
-	}
 	return errors.Join(errs...)
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
-}
-
-func newLogger(o *options, w io.Writer) *slog.Logger {
-	level, _ := parseLevel(o.logLevel)
-	hopts := &slog.HandlerOptions{Level: level}
-	if o.logFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, hopts))
-	}
-	return slog.New(slog.NewJSONHandler(w, hopts))
 }

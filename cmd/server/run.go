@@ -7,20 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/reload"
@@ -34,7 +29,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log := newLogger(o, stderr)
+	log, err := serve.NewLogger(o.logLevel, o.logFormat, stderr)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -101,10 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	gopts := []grpc.ServerOption{
-		// Envoy keeps long-lived HTTP/2 connections and may ping them.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}
+	var gopts []grpc.ServerOption
 	if o.tlsCert != "" {
 		tc, err := serverTLS(o)
 		if err != nil {
@@ -112,58 +107,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	gs := grpc.NewServer(gopts...)
-	rlsv3.RegisterRateLimitServiceServer(gs, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
-
-	glis, err := net.Listen("tcp", o.grpcAddr)
-	if err != nil {
-		return fmt.Errorf("-grpc-addr: %w", err)
-	}
-	hlis, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		glis.Close()
-		return fmt.Errorf("-http-addr: %w", err)
-	}
-	hsrv := &http.Server{Handler: adminMux(svc, cfg, ready, reg), ReadHeaderTimeout: 5 * time.Second}
-
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchDone, err := cfg.Watch(watchCtx)
 	if err != nil {
 		log.Warn("config changes will not be watched", "error", err.Error())
 	}
-
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(glis) }()
-	go func() { errc <- hsrv.Serve(hlis) }()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	log.Info("sluice server listening",
-		"grpc_addr", glis.Addr().String(), "http_addr", hlis.Addr().String(),
-		"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", cfg.Current().Version())
-
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		log.Error("listener failed; shutting down", "error", err.Error())
+	// On return the deferred Closes run in reverse: the store after the
+	// in-flight requests have finished.
+	err = serve.Run(ctx, log, serve.NewGRPC(svc, gopts...), adminMux(svc, cfg, ready, reg), o.grpcAddr, o.httpAddr, o.grace,
+		func(g, h net.Addr) {
+			log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
+				"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", cfg.Current().Version())
+		})
+	if err != nil {
+		return err
 	}
-	// Stop taking new work, let in-flight requests finish, then close the
-	// store (the deferred Closes, in reverse order).
-	hs.Shutdown()
-	log.Info("shutting down", "grace", o.grace.String())
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(o.grace):
-		gs.Stop()
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
-	defer cancel()
-	hsrv.Shutdown(sctx)
 	stopWatch()
 	if watchDone != nil {
 		if err := <-watchDone; err != nil {

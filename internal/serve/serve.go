@@ -1,0 +1,110 @@
+// Package serve holds what sluice's two daemons (cmd/server and
+// cmd/localfilter) share: the logger their flags ask for, the gRPC server
+// Envoy talks to (RateLimitService, health, reflection), and running it
+// with the admin HTTP listener until the context ends, then shutting down
+// in order: health to NOT_SERVING, in-flight requests finished (bounded by
+// a grace period), the admin listener closed.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// ParseLevel parses debug, info, warn or error.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// NewLogger returns a JSON or text logger at level to w.
+func NewLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	l, err := ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want json or text", format)
+}
+
+// GRPC is a gRPC server with svc as the RateLimitService, plus health and
+// reflection.
+type GRPC struct {
+	Server *grpc.Server
+	Health *health.Server
+}
+
+// NewGRPC builds the server. Envoy keeps long-lived HTTP/2 connections and
+// may ping them, so pings are permitted every 5 s even without streams.
+func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
+	opts = append([]grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}, opts...)
+	g := GRPC{Server: grpc.NewServer(opts...), Health: health.NewServer()}
+	rlsv3.RegisterRateLimitServiceServer(g.Server, svc)
+	healthpb.RegisterHealthServer(g.Server, g.Health)
+	reflection.Register(g.Server)
+	return g
+}
+
+// Run serves g on grpcAddr and admin on httpAddr until ctx is done (or a
+// listener fails), then shuts down within grace. listening is called with
+// the bound addresses once both listen.
+func Run(ctx context.Context, log *slog.Logger, g GRPC, admin http.Handler, grpcAddr, httpAddr string, grace time.Duration, listening func(grpcAddr, httpAddr net.Addr)) error {
+	glis, err := net.Listen("tcp", grpcAddr)
+	if err != nil {
+		return fmt.Errorf("-grpc-addr: %w", err)
+	}
+	hlis, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		glis.Close()
+		return fmt.Errorf("-http-addr: %w", err)
+	}
+	hsrv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- g.Server.Serve(glis) }()
+	go func() { errc <- hsrv.Serve(hlis) }()
+	g.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	g.Health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	listening(glis.Addr(), hlis.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Error("listener failed; shutting down", "error", err.Error())
+	}
+	g.Health.Shutdown()
+	log.Info("shutting down", "grace", grace.String())
+	stopped := make(chan struct{})
+	go func() { g.Server.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(grace):
+		g.Server.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	hsrv.Shutdown(sctx)
+	return nil
+}
