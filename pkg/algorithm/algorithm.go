@@ -72,7 +72,9 @@ const (
 	Take Mode = iota
 	// Force consumes the cost even when it does not fit, so the state can
 	// go into debt: used to record hits that a local tier already admitted.
-	// Result.Allowed still says whether the cost fitted.
+	// The Result then describes the key as the next request finds it, as a
+	// zero-cost check right after recording would: Allowed iff one more
+	// unit fits, RetryAfter until it does (however deep the debt).
 	Force
 )
 
@@ -112,6 +114,15 @@ type State struct {
 // it does. Decide never modifies s.Log's backing array in place; the
 // returned state may share it.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
+	if mode == Force {
+		s, _ = decide(s, p, now, cost, Force)
+		_, r := decide(s, p, now, 0, Take)
+		return s, r
+	}
+	return decide(s, p, now, cost, Take)
+}
+
+func decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch p.Kind {
 	case GCRA:
 		return gcra(s, p, now, cost, mode)

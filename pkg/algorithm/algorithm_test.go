@@ -1,6 +1,7 @@
 package algorithm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -194,6 +195,40 @@ func TestForceGoesIntoDebt(t *testing.T) {
 				t.Fatalf("after debt: %+v; want denied", r)
 			}
 		})
+	}
+}
+
+// TestForceAnswersForTheNextRequest: a Force decision records its cost and
+// reports the key as the next request would find it, so that a sidecar
+// recording hits it already admitted learns whether, and until when, the
+// key is used up: Allowed iff one more unit fits, RetryAfter until it does.
+// The retry must hold for the whole debt, also when the recorded cost is
+// larger than the bucket (an aggregate of many requests).
+func TestForceAnswersForTheNextRequest(t *testing.T) {
+	t0 := int64(1_780_000_020) * sec
+	for _, k := range []Kind{TokenBucket, GCRA, FixedWindow, SlidingWindow, SlidingLog} {
+		for _, cost := range []int64{3, 9, 10, 15, 35} {
+			t.Run(fmt.Sprintf("%v/%d", k, cost), func(t *testing.T) {
+				p := Params{k, 10, 10 * sec, 10}
+				s, r := Decide(State{}, p, t0, cost, Force)
+				check, want := Decide(s, p, t0, 0, Take)
+				if r != want {
+					t.Fatalf("Force %d of 10 = %+v; want the next request's view %+v", cost, r, want)
+				}
+				if r.Allowed != (cost < 10) {
+					t.Fatalf("Force %d of 10: Allowed = %v; want %v", cost, r.Allowed, cost < 10)
+				}
+				if r.Allowed {
+					return
+				}
+				if _, early := Decide(check, p, t0+r.RetryAfter-1, 1, Take); early.Allowed {
+					t.Errorf("admitted 1µs before RetryAfter %d", r.RetryAfter)
+				}
+				if _, then := Decide(check, p, t0+r.RetryAfter, 1, Take); !then.Allowed {
+					t.Errorf("denied at RetryAfter %d: %+v", r.RetryAfter, then)
+				}
+			})
+		}
 	}
 }
 
