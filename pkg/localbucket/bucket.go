@@ -90,7 +90,7 @@ func (s state) full(lim Limit, now int64) bool {
 // the clock catches up; keeping last monotone credits every instant once.
 //
 // n below 0 or NaN counts as 0: a request that spends nothing, which is
-// always allowed (refunds are not a bucket operation).
+// always allowed (giving tokens back is give's, not a negative take).
 func take(s state, lim Limit, now int64, n float64) (state, Decision) {
 	if !(n >= 0) {
 		n = 0
@@ -118,6 +118,17 @@ func take(s state, lim Limit, now int64, n float64) (state, Decision) {
 		}
 	}
 	return s, d
+}
+
+// give returns s with n more tokens at now, capped at lim.Burst: the inverse
+// of a take of n, for ReturnN. Like take it refills up to now first and never
+// moves last back.
+func give(s state, lim Limit, now int64, n float64) state {
+	s.tokens = min(s.level(lim, now)+n, lim.Burst)
+	if now > s.last {
+		s.last = now
+	}
+	return s
 }
 
 // wait returns how long a bucket holding tokens and refilling at rate takes to

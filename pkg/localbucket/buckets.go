@@ -107,6 +107,27 @@ func (b *Buckets) AllowN(key string, lim Limit, now time.Time, n float64) Decisi
 	return d
 }
 
+// ReturnN gives n tokens back to key's bucket at now, capped at lim.Burst:
+// it undoes an AllowN whose request was then not admitted after all (another
+// of its limits denied it, or a later tier rejected it), so that tokens are
+// only spent on what was admitted. A key not held is left alone: its bucket
+// is full. n below 0 or NaN counts as 0. It does not allocate.
+func (b *Buckets) ReturnN(key string, lim Limit, now time.Time, n float64) {
+	if !(n > 0) {
+		return
+	}
+	t := int64(now.Sub(b.base))
+	lim = lim.sanitize()
+	s := &b.shards[maphash.String(b.seed, key)&b.mask]
+	s.mu.Lock()
+	if i, ok := s.index[key]; ok {
+		bk := &s.buckets[i]
+		bk.state = give(bk.state, lim, t, n)
+		bk.lim = lim
+	}
+	s.mu.Unlock()
+}
+
 // Allow is AllowN at time.Now().
 func (b *Buckets) Allow(key string, lim Limit, n float64) Decision {
 	return b.AllowN(key, lim, time.Now(), n)

@@ -1,6 +1,7 @@
 package localbucket
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -251,4 +252,35 @@ func TestConcurrentChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestReturnN(t *testing.T) {
+	b := mustNew(t, Options{MaxKeys: 10})
+	lim := Limit{Rate: 1, Burst: 3}
+	now := time.Now()
+	b.AllowN("k", lim, now, 3)
+	b.ReturnN("k", lim, now, 2)
+	if d := b.AllowN("k", lim, now, 0); d.Remaining != 2 {
+		t.Fatalf("after taking 3 and returning 2: Remaining = %v; want 2", d.Remaining)
+	}
+	// Capped at the burst, also counting the refill since the take.
+	b.ReturnN("k", lim, now.Add(500*time.Millisecond), 5)
+	if d := b.AllowN("k", lim, now.Add(500*time.Millisecond), 0); d.Remaining != 3 {
+		t.Errorf("returning past the burst: Remaining = %v; want 3", d.Remaining)
+	}
+	// Nothing for nothing, and nothing for a key not held.
+	b.AllowN("k", lim, now.Add(time.Second), 3)
+	for _, n := range []float64{0, -1, math.NaN()} {
+		b.ReturnN("k", lim, now.Add(time.Second), n)
+	}
+	if d := b.AllowN("k", lim, now.Add(time.Second), 0); d.Remaining != 0 {
+		t.Errorf("after ReturnN of 0, -1 and NaN: Remaining = %v; want 0", d.Remaining)
+	}
+	b.ReturnN("other", lim, now, 1)
+	if b.Len() != 1 {
+		t.Errorf("ReturnN on a key not held added it: Len() = %d; want 1", b.Len())
+	}
+	if avg := testing.AllocsPerRun(100, func() { b.ReturnN("k", lim, now, 1) }); avg != 0 {
+		t.Errorf("ReturnN allocates %v times per call; want 0", avg)
+	}
 }
