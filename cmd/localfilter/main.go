@@ -35,7 +35,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
-	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -56,7 +55,7 @@ func main() {
 type options struct {
 	configPath, grpcAddr, httpAddr, upstream, mode string
 	fraction, fallbackShare                        float64
-	flushInterval, upstreamTimeout, grace          time.Duration
+	flushInterval, upstreamTimeout, retry, grace   time.Duration
 	batchSize, cacheSize, maxPending, localKeys    int
 	keyPrefix, logLevel, logFormat                 string
 	legacy                                         bool
@@ -77,6 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.batchSize, "batch-size", 256, "async: send early once this many keys have pending hits")
 	fs.IntVar(&o.maxPending, "max-pending", 100_000, "async: keys of unsent hits kept while the upstream is away; beyond, hits are dropped and counted")
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
+	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
 	fs.IntVar(&o.cacheSize, "cache-size", 100_000, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
@@ -103,8 +103,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.fraction <= 0 || o.fraction > 1 || o.fallbackShare <= 0 || o.fallbackShare > 1 {
 		errs = append(errs, errors.New("-local-fraction and -fallback-share must be in (0, 1]"))
 	}
-	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
-		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
+	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
+		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
 	}
 	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
 		errs = append(errs, err)
@@ -151,16 +151,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-upstream: %w", err)
 	}
 	defer conn.Close()
-	var flags *cache.OverLimit
-	if o.cacheSize > 0 {
-		if flags, err = cache.New(o.cacheSize); err != nil {
-			return err
-		}
+	flags, err := serve.FlagCache(o.cacheSize, reg)
+	if err != nil {
+		return err
 	}
 	mode, _ := localtier.ParseMode(o.mode)
 	tier, err := localtier.New(localtier.Options{
 		Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
-		Timeout: o.upstreamTimeout, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending,
+		Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending,
 		MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
 	})
 	if err != nil {

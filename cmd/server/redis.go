@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/pkg/global"
@@ -16,7 +18,47 @@ import (
 // redisClient is a go-redis client and what the store needs to know of it.
 type redisClient interface {
 	global.Scripter
+	AddHook(redis.Hook)
 	Close() error
+}
+
+// roundTrips counts the client's top-level calls to Redis as a go-redis
+// hook: one round trip per pipeline or single command, however many script
+// calls a pipeline carries. (Redis's INFO commandstats also counts every
+// call a script makes, so it overstates round trips.)
+type roundTrips struct{ trips, commands prometheus.Counter }
+
+func newRoundTrips(reg prometheus.Registerer) *roundTrips {
+	h := &roundTrips{
+		trips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_redis_round_trips_total",
+			Help: "Round trips to Redis: pipelines and single commands sent by the client.",
+		}),
+		commands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_redis_commands_total",
+			Help: "Commands sent to Redis (one per script call; not the calls a script makes).",
+		}),
+	}
+	reg.MustRegister(h.trips, h.commands)
+	return h
+}
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Inc()
+		h.commands.Inc()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Inc()
+		h.commands.Add(float64(len(cmds)))
+		return next(ctx, cmds)
+	}
 }
 
 // newRedisClient builds the client the flags ask for, or nil for none.

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/serve"
-	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -62,6 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		decider = rls.Direct{Store: memory}
 	} else {
 		defer client.Close()
+		client.AddHook(newRoundTrips(reg))
 		storeName = "redis"
 		if cluster {
 			storeName = "redis-cluster"
@@ -85,11 +85,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		decider, ready = sd, sd
 	}
-	var flags *cache.OverLimit
-	if o.cacheSize > 0 {
-		if flags, err = cache.New(o.cacheSize); err != nil {
-			return err
-		}
+	flags, err := serve.FlagCache(o.cacheSize, reg)
+	if err != nil {
+		return err
 	}
 	svc, err := rls.New(rls.Options{
 		Config: cfg.Current, Decider: decider, Cache: flags, KeyPrefix: o.keyPrefix,

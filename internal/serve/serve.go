@@ -1,9 +1,10 @@
 // Package serve holds what sluice's two daemons (cmd/server and
-// cmd/localfilter) share: the logger their flags ask for, the gRPC server
-// Envoy talks to (RateLimitService, health, reflection), and running it
-// with the admin HTTP listener until the context ends, then shutting down
-// in order: health to NOT_SERVING, in-flight requests finished (bounded by
-// a grace period), the admin listener closed.
+// cmd/localfilter) share: the logger their flags ask for, the flag cache
+// with its metric, the gRPC server Envoy talks to (RateLimitService,
+// health, reflection), and running it with the admin HTTP listener until
+// the context ends, then shutting down in order: health to NOT_SERVING,
+// in-flight requests finished (bounded by a grace period), the admin
+// listener closed.
 package serve
 
 import (
@@ -16,11 +17,14 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/pkg/cache"
 )
 
 // ParseLevel parses debug, info, warn or error.
@@ -66,6 +70,23 @@ func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
 	healthpb.RegisterHealthServer(g.Server, g.Health)
 	reflection.Register(g.Server)
 	return g
+}
+
+// FlagCache returns the over-limit flag cache of size keys, or nil for size
+// 0 (the cache off), with its size reported as sluice_flag_cache_keys.
+func FlagCache(size int, reg prometheus.Registerer) (*cache.OverLimit, error) {
+	if size <= 0 {
+		return nil, nil
+	}
+	c, err := cache.New(size)
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_flag_cache_keys",
+		Help: "Keys in the over-limit flag cache, expired flags not yet removed included.",
+	}, func() float64 { return float64(c.Len()) }))
+	return c, nil
 }
 
 // Run serves g on grpcAddr and admin on httpAddr until ctx is done (or a

@@ -2,42 +2,122 @@ package localtier
 
 import (
 	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
-// maxPerCall is the descriptors one flush call carries (the server's cap).
-const maxPerCall = rls.MaxDescriptors
+const (
+	// pendingShards spreads the pending hits over independently locked maps,
+	// so that parallel requests rarely wait on one another or on a flush.
+	pendingShards = 64
+	// maxPerCall is the descriptors one flush call carries: the server's cap.
+	maxPerCall = rls.MaxDescriptors
+	// flushParallel is how many calls of one flush are in flight at once:
+	// enough to hide a round trip per call, few enough not to crowd out the
+	// requests the upstream serves.
+	flushParallel = 4
+)
 
-// record adds an admitted request's hits to the pending aggregate.
+// pending aggregates the hits admitted in async mode per key until a flush
+// sends them. It holds at most max keys; the hits of a key that finds no room
+// are dropped and counted.
+type pending struct {
+	seed     maphash.Seed
+	perShard int
+	keys     atomic.Int64 // keys held, across shards
+	shards   [pendingShards]pendingShard
+}
+
+type pendingShard struct {
+	mu   sync.Mutex
+	hits map[string]hits // guarded by mu; cleared, not replaced, by drain
+	// Pad the 16 bytes above to 128 so that two shards' locks never share a
+	// cache line or an adjacent-line prefetch pair.
+	_ [128 - 16]byte
+}
+
+// hits are one key's admitted, unsent hits, with what the upstream needs to
+// find the key's limit: the domain and the request's descriptor (read only).
+type hits struct {
+	domain string
+	desc   *ratelimitv3.RateLimitDescriptor
+	n      uint64
+}
+
+func newPending(max int) *pending {
+	p := &pending{seed: maphash.MakeSeed(), perShard: (max + pendingShards - 1) / pendingShards}
+	for i := range p.shards {
+		p.shards[i].hits = make(map[string]hits)
+	}
+	return p
+}
+
+// add adds h to key's pending hits and returns the keys now pending, or
+// reports false if key was new and its shard full.
+func (p *pending) add(key string, h hits) (int64, bool) {
+	s := &p.shards[maphash.String(p.seed, key)%pendingShards]
+	s.mu.Lock()
+	cur, ok := s.hits[key]
+	if !ok {
+		if len(s.hits) >= p.perShard {
+			s.mu.Unlock()
+			return 0, false
+		}
+		cur = hits{domain: h.domain, desc: h.desc}
+		p.keys.Add(1)
+	}
+	cur.n += h.n
+	s.hits[key] = cur
+	s.mu.Unlock()
+	return p.keys.Load(), true
+}
+
+// entry is one key's hits taken out for a flush.
+type entry struct {
+	key string
+	hits
+}
+
+// drain moves every pending key's hits to dst and returns it.
+func (p *pending) drain(dst []entry) []entry {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for k, h := range s.hits {
+			dst = append(dst, entry{key: k, hits: h})
+		}
+		p.keys.Add(-int64(len(s.hits)))
+		clear(s.hits)
+		s.mu.Unlock()
+	}
+	return dst
+}
+
+// record adds an admitted request's hits to the pending aggregate and wakes
+// the flusher once BatchSize keys are pending.
 func (t *Tier) record(b *rls.Batch) {
-	t.mu.Lock()
-	full := false
 	for i, it := range b.Items {
 		if it.Cost <= 0 {
 			continue
 		}
-		p := t.pending[it.Key]
-		if p == nil {
-			if len(t.pending) >= t.opts.MaxPending {
-				t.m.dropped.Add(float64(it.Cost))
-				continue
-			}
-			p = &pendingHits{domain: b.Domain, desc: b.Descriptors[i]}
-			t.pending[it.Key] = p
-		}
-		p.hits += uint64(it.Cost)
+		t.pend(it.Key, hits{domain: b.Domain, desc: b.Descriptors[i], n: uint64(it.Cost)})
 	}
-	n := len(t.pending)
-	full = n >= t.opts.BatchSize
-	t.mu.Unlock()
-	t.m.pending.Set(float64(n))
-	if full {
+}
+
+func (t *Tier) pend(key string, h hits) {
+	n, ok := t.pending.add(key, h)
+	if !ok {
+		t.m.dropped.Add(float64(h.n))
+		return
+	}
+	if n >= int64(t.opts.BatchSize) {
 		select {
 		case t.kick <- struct{}{}:
 		default:
@@ -49,115 +129,116 @@ func (t *Tier) flusher() {
 	defer close(t.done)
 	tick := time.NewTicker(t.opts.FlushInterval)
 	defer tick.Stop()
+	var buf []entry
 	for {
 		select {
 		case <-t.stop:
-			t.flush() // what was admitted before the stop
+			// What was admitted before the stop; hits the upstream does not
+			// take now are lost with the process, and counted.
+			buf = t.flush(buf[:0])
+			for _, e := range t.pending.drain(buf[:0]) {
+				t.m.dropped.Add(float64(e.n))
+			}
 			return
 		case <-tick.C:
 		case <-t.kick:
 		}
-		t.flush()
+		buf = t.flush(buf[:0])
 	}
 }
 
-// flush sends the pending hits, one call per domain and 64 descriptors.
-// Hits of a call that failed go back to pending, within MaxPending.
-func (t *Tier) flush() {
-	t.mu.Lock()
-	if len(t.pending) == 0 {
-		t.mu.Unlock()
-		return
+// flush sends the pending hits, at most maxPerCall keys of one domain per
+// call, flushParallel calls at a time, and flags the keys the answers say
+// are used up. While the upstream is unavailable it leaves them pending
+// until RetryInterval has passed; the hits of a call that fails go back to
+// pending. It returns buf for reuse.
+func (t *Tier) flush(buf []entry) []entry {
+	now := t.opts.Now()
+	if !t.healthy.Load() && now.Sub(t.base).Nanoseconds() < t.retryAt.Load() {
+		return buf
 	}
-	batch := t.pending
-	t.pending = make(map[string]*pendingHits, len(batch))
-	t.mu.Unlock()
-	t.m.pending.Set(0)
-	if !t.upstreamUsable() {
-		t.requeue(batch)
-		return
+	buf = t.pending.drain(buf)
+	if len(buf) == 0 {
+		return buf
 	}
 	start := time.Now()
-	type call struct {
-		domain string
-		keys   []string
-		descs  []*ratelimitv3.RateLimitDescriptor
-		hits   []uint64
-	}
-	calls := map[string]*call{}
-	var order []*call
-	for key, p := range batch {
-		c := calls[p.domain]
-		if c == nil || len(c.keys) == maxPerCall {
-			c = &call{domain: p.domain}
-			calls[p.domain] = c
-			order = append(order, c)
-		}
-		c.keys = append(c.keys, key)
-		c.descs = append(c.descs, p.desc)
-		c.hits = append(c.hits, p.hits)
-	}
-	for _, c := range order {
-		t.m.batch.Observe(float64(len(c.keys)))
-		var md metadata.MD
-		resp, err := t.call(context.Background(), request(c.domain, c.descs, c.hits), rls.SidecarRecord, &md)
-		if err == nil && len(resp.GetStatuses()) != len(c.keys) {
-			err = errStatuses
-		}
-		if err != nil {
-			t.failed(err)
-			sub := make(map[string]*pendingHits, len(c.keys))
-			for i, k := range c.keys {
-				sub[k] = &pendingHits{domain: c.domain, desc: c.descs[i], hits: c.hits[i]}
+	var (
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, flushParallel)
+		failed atomic.Bool
+	)
+	for _, c := range calls(buf) {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if failed.Load() {
+				t.requeue(c) // the upstream just failed: don't wait on it again
+				return
 			}
-			t.requeue(sub)
-			continue
-		}
-		t.succeeded()
-		t.flag(c.keys, resp, md)
+			if err := t.send(c); err != nil {
+				failed.Store(true)
+				t.failed(t.opts.Now(), err)
+				t.requeue(c)
+			}
+		}()
 	}
+	wg.Wait()
 	t.m.flush.Observe(time.Since(start).Seconds())
+	if !failed.Load() {
+		t.succeeded()
+	}
+	return buf
 }
 
-var errStatuses = errorString("upstream answered a different number of statuses")
+// calls splits entries into upstream calls: one domain each, at most
+// maxPerCall keys.
+func calls(entries []entry) [][]entry {
+	var out [][]entry
+	open := map[string]int{} // domain → index in out of its call being filled
+	for _, e := range entries {
+		i, ok := open[e.domain]
+		if !ok || len(out[i]) == maxPerCall {
+			i = len(out)
+			open[e.domain] = i
+			out = append(out, make([]entry, 0, min(maxPerCall, len(entries))))
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
+}
 
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
-// flag remembers the keys the upstream says are used up, for as long as
-// it says.
-func (t *Tier) flag(keys []string, resp *rlsv3.RateLimitResponse, md metadata.MD) {
+// send records one call's hits upstream and flags the keys it says are
+// used up until it says they admit again.
+func (t *Tier) send(c []entry) error {
+	descs := make([]*ratelimitv3.RateLimitDescriptor, len(c))
+	costs := make([]uint64, len(c))
+	for i, e := range c {
+		descs[i], costs[i] = e.desc, e.n
+	}
+	t.m.batch.Observe(float64(len(c)))
+	resp, md, err := t.call(context.Background(), request(c[0].domain, descs, costs), rls.SidecarRecord)
+	if err != nil {
+		return err
+	}
 	if t.opts.Cache == nil {
-		return
+		return nil
 	}
 	retries := parseRetries(md)
-	now := time.Now()
+	now := t.opts.Now()
 	for i, st := range resp.GetStatuses() {
 		if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 			continue
 		}
-		wait := st.GetDurationUntilReset().AsDuration()
-		if i < len(retries) && retries[i] > 0 {
-			wait = time.Duration(retries[i]) * time.Microsecond
-		}
-		t.opts.Cache.Add(keys[i], now.Add(wait))
+		wait := retryAfter(retries, i, st.GetDurationUntilReset().AsDuration().Microseconds())
+		t.opts.Cache.Add(c[i].key, now.Add(time.Duration(wait)*time.Microsecond))
 	}
+	return nil
 }
 
-func (t *Tier) requeue(batch map[string]*pendingHits) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k, p := range batch {
-		if q := t.pending[k]; q != nil {
-			q.hits += p.hits
-			continue
-		}
-		if len(t.pending) >= t.opts.MaxPending {
-			t.m.dropped.Add(float64(p.hits))
-			continue
-		}
-		t.pending[k] = p
+// requeue puts a failed call's hits back, within MaxPending.
+func (t *Tier) requeue(c []entry) {
+	for _, e := range c {
+		t.pend(e.key, e.hits)
 	}
-	t.m.pending.Set(float64(len(t.pending)))
 }

@@ -1,43 +1,57 @@
-// Package localtier is the sidecar's decision logic (cmd/localfilter): a
-// rls.Decider that answers from memory first and leaves the precise limit
-// to an upstream sluice server.
+// Package localtier is the sidecar's decision logic (cmd/localfilter): an
+// rls.Decider that answers from memory first and leaves the precise limit to
+// an upstream sluice server.
 //
 // For each request, after rls.Service's flag cache ("already over limit
-// until T", shared with the server through pkg/cache):
+// until T", the same pkg/cache the server uses), which async flush answers and
+// sync upstream answers fill:
 //
-//  1. a local token bucket per limit at Fraction of the limit (rate and
-//     burst), all or nothing, on an in-process store. At Fraction 1.0 it
-//     never rejects what a global token bucket would admit: a proxy that
-//     alone used up the bucket has used up the global one too.
-//  2. the global decision: in Sync mode the upstream decides every request
-//     that passed (exact); in Async mode the request is admitted from
-//     memory and its hits are sent to the upstream, aggregated per key,
-//     every FlushInterval or when BatchSize keys are pending, marked as
-//     already admitted (rls.SidecarRecord) so the upstream records every
-//     one of them even past the limit (the state goes into debt). Answers
-//     that a key is over limit go into the flag cache.
+//  1. a local token bucket per limit (pkg/localbucket) at Fraction of the
+//     limit, all or nothing. At Fraction 1 it never rejects what the global
+//     limit would admit (see localLimit); below 1 it splits the limit across
+//     proxies.
+//  2. the global decision. In Sync mode the upstream decides every request
+//     that passed (exact), and the local tokens of a request it rejects are
+//     given back. In Async mode the request is admitted from memory and its
+//     hits are sent to the upstream aggregated per key, every FlushInterval
+//     or as soon as BatchSize keys are pending, marked as already admitted
+//     (rls.SidecarRecord) so that the upstream records every one of them even
+//     past the limit: the global state goes into debt and holds everyone
+//     back until it is repaid. The answers flag used-up keys in the cache
+//     until the upstream says they admit again.
 //
-// Async overshoot: once the global limit is used up, a sidecar keeps
-// admitting from its local bucket until the answer to its next flush
-// arrives, at most F + RTT later (F the flush interval), and again for up
-// to F + RTT each time a flag expires while the key is still over. With N
-// sidecars, local rate r = Fraction·L/W and burst b = Fraction·Burst, the
-// hits admitted beyond the limit per such cycle are at most
+// # Async overshoot
+//
+// Once a key's global limit is used up, a sidecar goes on admitting it from
+// its local bucket until the answer to its next flush arrives, at most
+// F + RTT later (F the flush interval, RTT a flush's round trip, itself
+// bounded by Timeout), and again for up to F + RTT whenever its flag expires
+// while the global state is still short. The flag lasts until the upstream's
+// state, debt included, admits again, so the debt a cycle adds is repaid
+// before the next cycle starts. With N sidecars, each offered q requests per
+// second for the key and holding a local bucket of rate r and capacity b,
+// the hits admitted beyond the limit at any time are at most
 //
 //	N · min(b + r·(F + RTT), q·(F + RTT))
 //
-// where q is the request rate a sidecar is offered for the key. Debt makes
-// the global state hold everyone back until it is repaid, so over a long
-// run the admitted rate converges to the limit.
+// (plus one request's cost per sidecar), and the admitted rate converges to
+// the limit. Overshoot returns the limit's own semantics after that: every
+// admitted hit is in the global state, so later requests everywhere pay for
+// it. OvershootBound computes the bound; the e2e tests measure it.
 //
-// If the upstream fails or is slow (calls are bounded by Timeout), the
-// sidecar keeps deciding locally, additionally holding each limit to
-// FallbackShare of its local share, marks the answers degraded (not
-// cached as flags), keeps at most MaxPending keys of unsent hits (the rest
-// are counted as dropped) and resumes when a call succeeds again.
+// # Upstream failures
+//
+// Upstream calls are bounded by Timeout. After a failed call the sidecar
+// decides locally at FallbackShare of its local share (buckets are capped to
+// it, so a sidecar cannot spend a full local share while nobody counts it
+// globally), marks those answers degraded (never cached as flags), and
+// probes the upstream again every RetryInterval, one call at a time. In
+// Async mode the hits admitted meanwhile stay pending, within MaxPending
+// keys (hits of further keys are dropped and counted), and are recorded
+// when the upstream returns.
 //
 // It depends on pkg/rls (the Decider contract and the sidecar metadata),
-// pkg/global (the in-process store), pkg/cache and the Envoy protos.
+// pkg/localbucket, pkg/cache and the Envoy protos; not on a store.
 package localtier
 
 import (
@@ -45,23 +59,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/cache"
-	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/localbucket"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -69,7 +75,10 @@ import (
 type Mode uint8
 
 const (
+	// Sync asks the upstream for every request that passes locally.
 	Sync Mode = iota
+	// Async admits from memory and records the admitted hits upstream in
+	// batches.
 	Async
 )
 
@@ -91,13 +100,14 @@ func (m Mode) String() string {
 	return "sync"
 }
 
-// Upstream is the global service: rlsv3.RateLimitServiceClient.
+// Upstream is the global service: an rlsv3.RateLimitServiceClient.
 type Upstream interface {
 	ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error)
 }
 
-// Options configure a Tier.
+// Options configure a Tier. Zero values take the defaults given.
 type Options struct {
+	// Upstream is the global service. Required.
 	Upstream Upstream
 	Mode     Mode
 	// Fraction of each limit the local bucket allows, in (0, 1]. Default 1.
@@ -107,63 +117,67 @@ type Options struct {
 	FallbackShare float64
 	// Timeout bounds each upstream call. Default 20ms.
 	Timeout time.Duration
-	// FlushInterval and BatchSize: async flushes. Defaults 10ms and 256 keys.
+	// RetryInterval is how long after a failed call the upstream is tried
+	// again. Default 1s.
+	RetryInterval time.Duration
+	// FlushInterval and BatchSize: async flushes, every FlushInterval or as
+	// soon as BatchSize keys have hits pending. Defaults 10ms and 256 keys.
 	FlushInterval time.Duration
 	BatchSize     int
-	// MaxPending bounds the keys of unsent hits. Default 100,000.
+	// MaxPending bounds the keys with unsent hits. Default 100,000.
 	MaxPending int
 	// MaxKeys bounds the local buckets. Default 1<<20.
 	MaxKeys int
 	// Cache is the flag cache the rls.Service in front uses; async answers
 	// fill it. Optional.
-	Cache      *cache.OverLimit
+	Cache *cache.OverLimit
+	// Logger gets upstream transitions, once each. Default: discard.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
 }
 
-// Tier implements rls.Decider. Close stops its flusher.
+// Tier implements rls.Decider. It is safe for concurrent use; Close stops
+// its flusher.
 type Tier struct {
-	opts     Options
-	local    *global.Memory
-	fallback *global.Memory
-	m        *metrics
+	opts    Options
+	local   *localbucket.Buckets
+	pending *pending
+	m       *metrics
 
 	healthy atomic.Bool
-	retryAt atomic.Int64 // unix ns: while unhealthy, when to try the upstream again
+	probing atomic.Bool  // one call at a time tests an unhealthy upstream
+	retryAt atomic.Int64 // while unhealthy: when to try again, ns since base
+	base    time.Time
 
-	mu      sync.Mutex
-	pending map[string]*pendingHits
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
-type pendingHits struct {
-	domain string
-	desc   *ratelimitv3.RateLimitDescriptor
-	hits   uint64
-}
-
-// New returns a Tier; in Async mode it starts the flusher.
+// New returns a Tier; in Async mode it starts the flusher, which Close stops.
 func New(opts Options) (*Tier, error) {
 	if opts.Upstream == nil {
 		return nil, errors.New("localtier: Upstream is required")
 	}
-	def := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
+	if opts.Fraction == 0 {
+		opts.Fraction = 1
 	}
-	def(&opts.Fraction, 1)
-	def(&opts.FallbackShare, 0.5)
-	if opts.Fraction < 0 || opts.Fraction > 1 || opts.FallbackShare < 0 || opts.FallbackShare > 1 {
+	if opts.FallbackShare == 0 {
+		opts.FallbackShare = 0.5
+	}
+	if !(opts.Fraction > 0 && opts.Fraction <= 1) || !(opts.FallbackShare > 0 && opts.FallbackShare <= 1) {
 		return nil, fmt.Errorf("localtier: fraction %v and fallback share %v must be in (0, 1]", opts.Fraction, opts.FallbackShare)
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 20 * time.Millisecond
-	}
-	if opts.FlushInterval <= 0 {
-		opts.FlushInterval = 10 * time.Millisecond
+	defaults := []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&opts.Timeout, 20 * time.Millisecond}, {&opts.RetryInterval, time.Second}, {&opts.FlushInterval, 10 * time.Millisecond}}
+	for _, x := range defaults {
+		if *x.v <= 0 {
+			*x.v = x.d
+		}
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 256
@@ -177,19 +191,19 @@ func New(opts Options) (*Tier, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	local, err := global.NewMemory(global.MemoryOptions{MaxKeys: opts.MaxKeys})
-	if err != nil {
-		return nil, err
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	fallback, err := global.NewMemory(global.MemoryOptions{MaxKeys: opts.MaxKeys})
+	local, err := localbucket.New(localbucket.Options{MaxKeys: opts.MaxKeys})
 	if err != nil {
 		return nil, err
 	}
 	t := &Tier{
-		opts: opts, local: local, fallback: fallback, m: newMetrics(opts.Registerer),
-		pending: make(map[string]*pendingHits), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		opts: opts, local: local, pending: newPending(opts.MaxPending),
+		base: opts.Now(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	t.m = newMetrics(opts.Registerer, t)
 	t.healthy.Store(true)
 	if opts.Mode == Async {
 		go t.flusher()
@@ -202,7 +216,8 @@ func New(opts Options) (*Tier, error) {
 // Healthy reports whether the upstream answered the last call.
 func (t *Tier) Healthy() bool { return t.healthy.Load() }
 
-// Close flushes what is pending (async) and stops the flusher.
+// Close stops the flusher after a last flush of the hits admitted so far
+// (async). It is safe to call more than once.
 func (t *Tier) Close() error {
 	select {
 	case <-t.stop:
@@ -213,183 +228,78 @@ func (t *Tier) Close() error {
 	return nil
 }
 
-// scaled returns items with their limits scaled to share, as local token
-// buckets.
-func scaled(items []global.Item, share float64) []global.Item {
-	out := make([]global.Item, len(items))
-	for i, it := range items {
-		p := it.Params
-		it.Params = algorithm.Params{
-			Kind:   algorithm.TokenBucket,
-			Limit:  max(1, int64(math.Floor(float64(p.Limit)*share))),
-			Window: p.Window,
-			Burst:  max(1, int64(math.Floor(float64(max(p.Burst, p.Limit))*share))),
-		}
-		if p.Kind == algorithm.TokenBucket || p.Kind == algorithm.GCRA {
-			it.Params.Burst = max(1, int64(math.Floor(float64(p.Burst)*share)))
-		}
-		it.Mode = algorithm.Take
-		out[i] = it
-	}
-	return out
-}
+// The tiers an answer can come from, as rls.Batch.Tier and metric labels.
+const (
+	tierLocal    = "local_bucket"
+	tierGlobal   = "global"
+	tierFallback = "fallback"
+)
 
 // Decide implements rls.Decider.
 func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
-	local := scaled(b.Items, t.opts.Fraction)
-	if err := t.local.Decide(ctx, local, b.Results); err != nil {
-		return err
-	}
-	if !admitted(b, b.Results) {
-		t.m.decision("local_bucket", "over_limit")
+	now := t.opts.Now()
+	if t.opts.Mode == Async {
+		// The flusher alone talks to the upstream and learns its health.
+		if !t.healthy.Load() {
+			t.fallback(b, now)
+			return nil
+		}
+		if t.takeLocal(b, t.opts.Fraction, now) {
+			t.record(b)
+		}
+		b.Tier = tierLocal
 		return nil
 	}
-	if !t.upstreamUsable() {
-		return t.degrade(ctx, b, local)
+	probe := false
+	if !t.healthy.Load() {
+		if probe = t.claimProbe(now); !probe {
+			t.fallback(b, now)
+			return nil
+		}
 	}
-	if t.opts.Mode == Async {
-		t.record(b)
-		t.m.decision("local_bucket", "ok")
+	share := t.opts.Fraction
+	if !t.takeLocal(b, share, now) {
+		t.endProbe(probe)
+		b.Tier = tierLocal
 		return nil
 	}
 	if err := t.syncDecide(ctx, b); err != nil {
-		t.failed(err)
-		t.refund(ctx, local)
-		return t.degrade(ctx, b, local)
+		t.returnLocal(b, share, now)
+		if ctx.Err() != nil {
+			// The caller gave up (Envoy's own timeout): not the upstream's fault.
+			t.endProbe(probe)
+			return ctx.Err()
+		}
+		t.failed(now, err)
+		t.endProbe(probe)
+		t.fallback(b, now)
+		return nil
 	}
 	t.succeeded()
-	if !admitted(b, b.Results) {
-		// The global limit rejected what the local bucket admitted: give
-		// the local tokens back, so the local bucket never holds less than
-		// the global one and never rejects what it would admit.
-		t.refund(ctx, local)
+	t.endProbe(probe)
+	b.Tier = tierGlobal
+	if !admitted(b) {
+		// The global limit rejected what the local bucket admitted: give the
+		// tokens back, so the local bucket counts only admitted hits and never
+		// holds fewer tokens than the global one.
+		t.returnLocal(b, share, now)
 	}
 	return nil
 }
 
-// refund returns what a local decision took.
-func (t *Tier) refund(ctx context.Context, local []global.Item) {
-	back := make([]global.Item, len(local))
-	for i, it := range local {
-		it.Cost, it.Mode = -it.Cost, algorithm.Force
-		back[i] = it
+// fallback decides b locally at the fallback share, without the upstream.
+func (t *Tier) fallback(b *rls.Batch, now time.Time) {
+	b.Degraded, b.Tier = true, tierFallback
+	if t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now) && t.opts.Mode == Async {
+		t.record(b) // sent when the upstream returns, within MaxPending
 	}
-	res := make([]global.Result, len(back))
-	t.local.Decide(ctx, back, res)
 }
 
-func admitted(b *rls.Batch, res []global.Result) bool {
-	for i, r := range res {
+func admitted(b *rls.Batch) bool {
+	for i, r := range b.Results {
 		if !r.Allowed && !b.Items[i].Shadow {
 			return false
 		}
 	}
 	return true
-}
-
-// degrade decides without the upstream: the local share, further held to
-// FallbackShare of it.
-func (t *Tier) degrade(ctx context.Context, b *rls.Batch, local []global.Item) error {
-	b.Degraded = true
-	if err := t.fallback.Decide(ctx, scaled(local, t.opts.FallbackShare), b.Results); err != nil {
-		return err
-	}
-	result := "ok"
-	if !admitted(b, b.Results) {
-		result = "over_limit"
-	} else if t.opts.Mode == Async {
-		t.record(b) // sent when the upstream returns, within MaxPending
-	}
-	t.m.decision("fallback", result)
-	return nil
-}
-
-func (t *Tier) upstreamUsable() bool {
-	if t.healthy.Load() {
-		return true
-	}
-	return time.Now().UnixNano() >= t.retryAt.Load()
-}
-
-func (t *Tier) failed(err error) {
-	t.m.upstream("error")
-	t.retryAt.Store(time.Now().Add(time.Second).UnixNano())
-	if t.healthy.Swap(false) {
-		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share", "error", err.Error())
-	}
-}
-
-func (t *Tier) succeeded() {
-	t.m.upstream("ok")
-	if !t.healthy.Swap(true) {
-		t.opts.Logger.Info("upstream recovered")
-	}
-}
-
-// request builds the upstream request for items: each descriptor with its
-// cost as an explicit hits_addend.
-func request(domain string, descs []*ratelimitv3.RateLimitDescriptor, costs []uint64) *rlsv3.RateLimitRequest {
-	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(descs))}
-	for i, d := range descs {
-		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(costs[i])}
-	}
-	return req
-}
-
-func (t *Tier) syncDecide(ctx context.Context, b *rls.Batch) error {
-	costs := make([]uint64, len(b.Items))
-	for i, it := range b.Items {
-		costs[i] = uint64(it.Cost)
-	}
-	var md metadata.MD
-	resp, err := t.call(ctx, request(b.Domain, b.Descriptors, costs), rls.SidecarSync, &md)
-	if err != nil {
-		return err
-	}
-	if len(resp.GetStatuses()) != len(b.Items) {
-		return fmt.Errorf("upstream answered %d statuses for %d descriptors", len(resp.GetStatuses()), len(b.Items))
-	}
-	retries := parseRetries(md)
-	over := false
-	for i, st := range resp.GetStatuses() {
-		r := global.Result{
-			Allowed:    st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT,
-			Remaining:  int64(st.GetLimitRemaining()),
-			ResetAfter: st.GetDurationUntilReset().AsDuration().Microseconds(),
-		}
-		if !r.Allowed {
-			over = true
-			r.RetryAfter = r.ResetAfter
-			if i < len(retries) && retries[i] > 0 {
-				r.RetryAfter = retries[i]
-			}
-		}
-		b.Results[i] = r
-	}
-	result := "ok"
-	if over {
-		result = "over_limit"
-	}
-	t.m.decision("global", result)
-	return nil
-}
-
-func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, mode string, md *metadata.MD) (*rlsv3.RateLimitResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
-	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, mode)
-	return t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(md))
-}
-
-func parseRetries(md metadata.MD) []int64 {
-	v := md.Get(rls.RetryAfterKey)
-	if len(v) == 0 {
-		return nil
-	}
-	parts := strings.Split(v[0], ",")
-	out := make([]int64, len(parts))
-	for i, p := range parts {
-		out[i], _ = strconv.ParseInt(p, 10, 64)
-	}
-	return out
 }

@@ -3,16 +3,21 @@ package localtier
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/cache"
@@ -27,15 +32,17 @@ descriptors:
     rate_limit: {name: per-client, unit: hour, requests_per_unit: 5, algorithm: fixed_window}
   - key: bucket
     rate_limit: {name: bucket, unit: hour, requests_per_unit: 20}
+  - key: route
+    rate_limit: {name: per-route, unit: hour, requests_per_unit: 3}
 `
 
-// countingUpstream is a real upstream rls.Service on the in-memory
-// store, reached over gRPC, with calls counted; fail makes it unreachable.
+// countingUpstream is a real upstream rls.Service on the in-memory store,
+// reached over loopback gRPC, with its calls counted; while fail is set it
+// answers like an unreachable address, without reaching the service.
 type countingUpstream struct {
 	client rlsv3.RateLimitServiceClient
 	calls  atomic.Int64
 	fail   atomic.Bool
-	store  *global.Memory
 }
 
 func (u *countingUpstream) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
@@ -47,6 +54,7 @@ func (u *countingUpstream) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLi
 }
 
 func mustConfig(t *testing.T) *config.Config {
+	t.Helper()
 	cfg, err := config.Parse(map[string][]byte{"l.yaml": []byte(limits)})
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +63,20 @@ func mustConfig(t *testing.T) *config.Config {
 }
 
 func upstream(t *testing.T) *countingUpstream {
+	t.Helper()
 	cfg := mustConfig(t)
-	m, _ := global.NewMemory(global.MemoryOptions{})
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: rls.Direct{Store: m}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	go gs.Serve(lis)
@@ -71,11 +86,13 @@ func upstream(t *testing.T) *countingUpstream {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &countingUpstream{client: rlsv3.NewRateLimitServiceClient(conn), store: m}
+	return &countingUpstream{client: rlsv3.NewRateLimitServiceClient(conn)}
 }
 
-// sidecar is an rls.Service on a Tier in front of up.
+// sidecar is an rls.Service on a Tier in front of up, as cmd/localfilter
+// wires them.
 func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
+	t.Helper()
 	cfg := mustConfig(t)
 	flags, _ := cache.New(1000)
 	opts.Upstream, opts.Cache = up, flags
@@ -87,17 +104,51 @@ func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
+	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Now: opts.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc, tier
 }
 
-func req(key, value string) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}},
-	}}}
+func req(kv ...string) *rlsv3.RateLimitRequest {
+	r := &rlsv3.RateLimitRequest{Domain: "edge"}
+	for i := 0; i < len(kv); i += 2 {
+		r.Descriptors = append(r.Descriptors, &ratelimitv3.RateLimitDescriptor{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: kv[i], Value: kv[i+1]}},
+		})
+	}
+	return r
+}
+
+// admit sends n requests and returns how many were admitted.
+func admit(t *testing.T, s *rls.Service, n int, r *rlsv3.RateLimitRequest) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		resp, err := s.ShouldRateLimit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	return ok
+}
+
+// remaining asks up, as Envoy would, what is left of a limit.
+func remaining(t *testing.T, up *countingUpstream, kv ...string) uint32 {
+	t.Helper()
+	check := req(kv...)
+	for _, d := range check.Descriptors {
+		d.HitsAddend = wrapperspb.UInt64(0)
+	}
+	resp, err := up.client.ShouldRateLimit(context.Background(), check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Statuses[0].LimitRemaining
 }
 
 func TestSyncExactAcrossSidecars(t *testing.T) {
@@ -110,124 +161,261 @@ func TestSyncExactAcrossSidecars(t *testing.T) {
 		if i%2 == 1 {
 			s = b
 		}
-		resp, err := s.ShouldRateLimit(context.Background(), req("client", "c"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-			ok++
-		}
+		ok += admit(t, s, 1, req("client", "c"))
 	}
 	if ok != 5 {
 		t.Fatalf("two sync sidecars admitted %d of a limit of 5", ok)
 	}
 }
 
+// TestSyncRejectGivesLocalTokensBack: what the upstream rejects costs the
+// local bucket nothing, so the local bucket never runs dry before the
+// global limit does.
+func TestSyncRejectGivesLocalTokensBack(t *testing.T) {
+	up := upstream(t)
+	_, tier := sidecar(t, up, Options{Mode: Sync})
+	// Another proxy used the whole limit of 3.
+	for range 3 {
+		up.client.ShouldRateLimit(context.Background(), req("route", "r"))
+	}
+	b := batch("route", "r", routeParams, 1)
+	if err := tier.Decide(context.Background(), b); err != nil || b.Results[0].Allowed || b.Tier != tierGlobal {
+		t.Fatalf("Decide = %v, %+v from %q; want rejected by the global tier", err, b.Results[0], b.Tier)
+	}
+	check := batch("route", "r", routeParams, 0)
+	tier.takeLocal(check, 1, time.Now())
+	if got := check.Results[0].Remaining; got != 3 {
+		t.Errorf("local bucket after a globally rejected request holds %d; want all 3", got)
+	}
+}
+
 func TestAsyncRecordsEveryAdmittedHit(t *testing.T) {
 	up := upstream(t)
 	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20})
-	ok := 0
-	for range 8 {
-		resp, err := s.ShouldRateLimit(context.Background(), req("bucket", "b"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-			ok++
-		}
-	}
-	if ok != 8 || up.calls.Load() != 0 {
+	if ok := admit(t, s, 8, req("bucket", "b")); ok != 8 || up.calls.Load() != 0 {
 		t.Fatalf("async: %d admitted with %d upstream calls before a flush; want 8 from memory, 0 calls", ok, up.calls.Load())
 	}
 	tier.Close() // flushes
 	if n := up.calls.Load(); n != 1 {
 		t.Fatalf("%d upstream calls for one flush of one key; want 1", n)
 	}
-	// The upstream recorded all 8: 12 of 20 left.
-	check := req("bucket", "b")
-	check.Descriptors[0].HitsAddend = nil
-	check.HitsAddend = 0
-	resp, err := up.client.ShouldRateLimit(context.Background(), check)
-	if err != nil || resp.Statuses[0].LimitRemaining != 11 {
-		t.Fatalf("upstream after the flush: %v %v; want 11 left (20 − 8 recorded − 1 now)", resp, err)
+	if left := remaining(t, up, "bucket", "b"); left != 12 {
+		t.Fatalf("upstream after the flush: %d left; want 12 (20 − 8 recorded)", left)
 	}
 }
 
-func TestAsyncFlagsOverLimitKeys(t *testing.T) {
+// TestAsyncRecordsPastTheLimit: hits admitted locally are recorded even
+// where the global limit has no room for them (debt), and the answer flags
+// the key until the debt is repaid.
+func TestAsyncRecordsPastTheLimit(t *testing.T) {
 	up := upstream(t)
 	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20})
-	// Another client used the whole limit upstream.
-	for range 5 {
+	// Another client used 4 of the 5 upstream.
+	for range 4 {
 		up.client.ShouldRateLimit(context.Background(), req("client", "x"))
 	}
-	s.ShouldRateLimit(context.Background(), req("client", "x")) // admitted locally
-	tier.flush()                                                // upstream: used up (debt)
-	resp, _ := s.ShouldRateLimit(context.Background(), req("client", "x"))
-	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("after the upstream said over limit: %v; want OVER_LIMIT from the flag cache", resp.OverallCode)
+	if ok := admit(t, s, 3, req("client", "x")); ok != 3 {
+		t.Fatalf("admitted %d from memory; want 3", ok)
+	}
+	tier.flush(nil)
+	// 4 + 3 recorded on a limit of 5: the next request is over limit, from
+	// the flag cache, without another upstream call.
+	calls := up.calls.Load()
+	resp, err := s.ShouldRateLimit(context.Background(), req("client", "x"))
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("after recording past the limit: %v %v; want OVER_LIMIT from the flag cache", resp, err)
+	}
+	if up.calls.Load() != calls {
+		t.Error("the flagged key cost an upstream call")
+	}
+	resp, err = up.client.ShouldRateLimit(context.Background(), req("client", "x"))
+	if err != nil || resp.Statuses[0].LimitRemaining != 0 || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("upstream after the flush: %v %v; want used up", resp, err)
 	}
 }
 
-func TestUpstreamDownFallback(t *testing.T) {
+func TestAsyncBatchesPerKeyAndDomain(t *testing.T) {
+	up := upstream(t)
+	reg := prometheus.NewRegistry()
+	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, Registerer: reg})
+	for i := range 100 {
+		admit(t, s, 2, req("bucket", "k"+strings.Repeat("x", i%70)))
+	}
+	tier.flush(nil)
+	// 70 keys: two calls (64 descriptors at most per call).
+	if n := up.calls.Load(); n != 2 {
+		t.Errorf("%d upstream calls for 70 keys; want 2", n)
+	}
+	if got := testutil.ToFloat64(tier.m.upstreamCalls.WithLabelValues(rls.SidecarRecord, "ok")); got != 2 {
+		t.Errorf("upstream calls metric = %v; want 2", got)
+	}
+	if left := remaining(t, up, "bucket", "k"); left != 20-4 {
+		t.Errorf("key k: %d left upstream; want 16 (2 requests × 2 rounds recorded)", left)
+	}
+}
+
+// TestUpstreamDown: the sidecar keeps answering at the fallback share,
+// probes the upstream once per RetryInterval, and recovers when it returns;
+// async hits admitted meanwhile are recorded then.
+func TestUpstreamDown(t *testing.T) {
 	for _, mode := range []Mode{Sync, Async} {
 		t.Run(mode.String(), func(t *testing.T) {
 			up := upstream(t)
 			up.fail.Store(true)
-			s, tier := sidecar(t, up, Options{Mode: mode, FallbackShare: 0.5, FlushInterval: time.Hour})
+			clock := newClock()
+			s, tier := sidecar(t, up, Options{Mode: mode, FallbackShare: 0.5, FlushInterval: time.Hour, RetryInterval: time.Second, Now: clock.Now})
 			if mode == Async {
 				// Async learns of the outage from a failed flush.
-				s.ShouldRateLimit(context.Background(), req("bucket", "first"))
-				tier.flush()
-				if tier.Healthy() {
-					t.Fatal("Healthy() after a failed flush")
-				}
+				admit(t, s, 1, req("bucket", "first"))
+				tier.flush(nil)
+			} else {
+				admit(t, s, 1, req("bucket", "first"))
 			}
-			ok := 0
-			for range 30 {
-				resp, err := s.ShouldRateLimit(context.Background(), req("bucket", "down"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-					ok++
-				}
+			if tier.Healthy() {
+				t.Fatal("Healthy() after a failed call")
 			}
+			calls := up.calls.Load()
 			// Half of the local share of 20.
-			if ok != 10 {
+			if ok := admit(t, s, 30, req("bucket", "down")); ok != 10 {
 				t.Fatalf("upstream down: %d admitted; want 10 (fallback share 0.5 of 20)", ok)
 			}
-			if tier.Healthy() && mode == Sync {
-				t.Error("Healthy() with the upstream down")
+			if up.calls.Load() != calls {
+				t.Fatalf("%d upstream calls within the retry interval; want none", up.calls.Load()-calls)
+			}
+			up.fail.Store(false)
+			clock.Advance(time.Second)
+			if mode == Async {
+				tier.flush(nil)
+			} else {
+				admit(t, s, 1, req("bucket", "probe"))
+			}
+			if !tier.Healthy() {
+				t.Fatal("not Healthy() after the upstream returned")
+			}
+			if mode == Async {
+				if left := remaining(t, up, "bucket", "down"); left != 10 {
+					t.Errorf("after recovery the upstream holds %d of 20 for the key; want 10 (the 10 admitted while down, recorded)", left)
+				}
 			}
 		})
 	}
 }
 
-// TestFractionOneNeverRejectsWhatGlobalAdmits: at fraction 1.0 the local
-// bucket, fed the admitted sequence, rejects only where a global token
-// bucket with the same limit fed the same sequence also rejects.
-func TestFractionOneNeverRejectsWhatGlobalAdmits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 1_000_000, Burst: 15}
-	for run := 0; run < 200; run++ {
-		local, _ := global.NewMemory(global.MemoryOptions{})
-		var g algorithm.State
-		now := int64(1_780_000_000_000_000)
-		for i := 0; i < 200; i++ {
-			now += rng.Int64N(300_000)
-			cost := 1 + rng.Int64N(3)
-			items := scaled([]global.Item{{Key: "k", Params: p, Cost: cost}}, 1.0)
-			out := make([]global.Result, 1)
-			local.DecideAt(items, out, now)
-			gs, gr := algorithm.Decide(g, p, now, cost, algorithm.Take)
-			if !out[0].Allowed && gr.Allowed {
-				t.Fatalf("run %d step %d: local rejected cost %d that the global bucket admits", run, i, cost)
-			}
-			if out[0].Allowed {
-				g, _ = algorithm.Decide(g, p, now, cost, algorithm.Force) // the admitted sequence reaches the global state
-			} else {
-				g = gs
-			}
+// TestProbeOneAtATime: with the upstream down, a burst of concurrent
+// requests after the retry interval sends one probe, not one call each.
+func TestProbeOneAtATime(t *testing.T) {
+	up := upstream(t)
+	up.fail.Store(true)
+	clock := newClock()
+	s, tier := sidecar(t, up, Options{Mode: Sync, RetryInterval: time.Second, Now: clock.Now})
+	admit(t, s, 1, req("bucket", "a"))
+	if tier.Healthy() {
+		t.Fatal("healthy after a failed call")
+	}
+	clock.Advance(time.Second)
+	var wg sync.WaitGroup
+	before := up.calls.Load()
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			admit(t, s, 1, req("bucket", "c"+string(rune('a'+i))))
+		}()
+	}
+	wg.Wait()
+	if n := up.calls.Load() - before; n != 1 {
+		t.Errorf("%d upstream calls from 32 concurrent requests to a dead upstream; want 1 probe", n)
+	}
+}
+
+// TestPendingBounded: while the upstream is away the unsent hits of at most
+// MaxPending keys are kept; the rest are dropped and counted.
+func TestPendingBounded(t *testing.T) {
+	up := upstream(t)
+	up.fail.Store(true)
+	reg := prometheus.NewRegistry()
+	clock := newClock()
+	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, MaxPending: 64, Registerer: reg, Now: clock.Now})
+	admit(t, s, 1, req("bucket", "first"))
+	tier.flush(nil) // fails: unhealthy
+	for i := range 1000 {
+		admit(t, s, 1, req("bucket", "k"+strings.Repeat("y", i%200)+string(rune('a'+i%26))))
+	}
+	held := tier.pending.keys.Load()
+	dropped := testutil.ToFloat64(tier.m.dropped)
+	if held > 64 || held == 0 {
+		t.Errorf("%d keys pending; want at most MaxPending 64", held)
+	}
+	if dropped == 0 {
+		t.Error("no dropped hits counted past MaxPending")
+	}
+	if got, err := testutil.GatherAndCount(reg, "sluice_localfilter_pending_keys", "sluice_localfilter_dropped_hits_total"); err != nil || got != 2 {
+		t.Errorf("metrics: %d, %v", got, err)
+	}
+}
+
+func TestCloseStopsTheFlusher(t *testing.T) {
+	up := upstream(t)
+	before := goroutines()
+	for range 5 {
+		tier, err := New(Options{Upstream: up, Mode: Async})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tier.Close()
+		tier.Close() // twice is fine
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for goroutines() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := goroutines(); n > before {
+		t.Errorf("%d goroutines after Close; %d before", n, before)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	up := upstream(t)
+	for _, o := range []Options{{}, {Upstream: up, Fraction: 1.5}, {Upstream: up, Fraction: -1}, {Upstream: up, FallbackShare: 2}} {
+		if tier, err := New(o); err == nil {
+			tier.Close()
+			t.Errorf("New(%+v) accepted", o)
 		}
 	}
 }
+
+var routeParams = algorithm.Params{Kind: algorithm.TokenBucket, Limit: 3, Window: 3600e6, Burst: 3}
+
+// batch is the decision one descriptor key=value needs, as rls.Service
+// would hand it to the Tier.
+func batch(key, value string, p algorithm.Params, cost int64) *rls.Batch {
+	r := req(key, value)
+	return &rls.Batch{
+		Domain:      "edge",
+		Items:       []global.Item{{Key: "edge/" + key + "=" + value, Params: p, Cost: cost}},
+		Descriptors: r.Descriptors,
+		Results:     make([]global.Result, 1),
+	}
+}
+
+// clock is an injected time that tests advance.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now()} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func goroutines() int { return runtime.NumGoroutine() }

@@ -2,45 +2,49 @@ package localtier
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// metrics are the sidecar's own; decisions by tier are rls's
+// sluice_tier_decisions_total, from rls.Batch.Tier.
 type metrics struct {
-	decisions *prometheus.CounterVec
-	upstreams *prometheus.CounterVec
-	batch     prometheus.Histogram
-	flush     prometheus.Histogram
-	dropped   prometheus.Counter
-	pending   prometheus.Gauge
+	upstreamCalls *prometheus.CounterVec
+	upstreamUp    prometheus.Gauge
+	batch         prometheus.Histogram
+	flush         prometheus.Histogram
+	dropped       prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_localfilter_decisions_total",
-			Help: "Sidecar decisions by tier (local_bucket, global, fallback) and result; flag-cache answers are sluice_flag_cache_hits_total.",
-		}, []string{"tier", "result"}),
-		upstreams: prometheus.NewCounterVec(prometheus.CounterOpts{
+		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_localfilter_upstream_calls_total",
-			Help: "Calls to the upstream global service by result.",
-		}, []string{"result"}),
+			Help: "Calls to the upstream global service by kind (sync: a decision; record: an async flush of admitted hits) and result (ok, error).",
+		}, []string{"kind", "result"}),
+		upstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_localfilter_upstream_up",
+			Help: "1 while the upstream answers, 0 while the sidecar decides locally at the fallback share.",
+		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_localfilter_flush_batch_size", Help: "Descriptors per async flush call.",
+			Name: "sluice_localfilter_flush_batch_size", Help: "Keys (descriptors) per async flush call.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 7),
 		}),
 		flush: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_localfilter_flush_duration_seconds", Help: "Latency of an async flush.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1},
+			Name: "sluice_localfilter_flush_duration_seconds", Help: "Latency of an async flush, all its calls.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_localfilter_dropped_hits_total", Help: "Admitted hits never sent upstream because the pending buffer was full.",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_localfilter_pending_keys", Help: "Keys with hits waiting to be sent upstream.",
+			Name: "sluice_localfilter_dropped_hits_total",
+			Help: "Admitted hits never recorded upstream: the pending buffer was full, or the upstream was away at shutdown.",
 		}),
 	}
+	m.upstreamUp.Set(1)
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.upstreams, m.batch, m.flush, m.dropped, m.pending)
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.dropped,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
+			}, func() float64 { return float64(t.pending.keys.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_localfilter_local_keys", Help: "Keys held by the local token buckets.",
+			}, func() float64 { return float64(t.local.Len()) }),
+		)
 	}
 	return m
 }
-
-func (m *metrics) decision(tier, result string) { m.decisions.WithLabelValues(tier, result).Inc() }
-func (m *metrics) upstream(result string)       { m.upstreams.WithLabelValues(result).Inc() }

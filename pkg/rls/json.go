@@ -33,8 +33,8 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, "bad RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		_, resp, err := s.decide(r.Context(), &req, false)
-		s.count(resp, err)
+		d, resp, err := s.decide(r.Context(), &req, false)
+		s.count(resp, err, d.tier)
 		if err != nil {
 			var bad *invalid
 			code := http.StatusServiceUnavailable

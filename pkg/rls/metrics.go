@@ -13,6 +13,7 @@ import (
 // set detailed_metric. A nil *Metrics counts nothing.
 type Metrics struct {
 	requests       *prometheus.CounterVec
+	tiers          *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
 	detailed       *prometheus.CounterVec
 	cacheHits      prometheus.Counter
@@ -35,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_requests_total",
 			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, error.",
 		}, []string{"code"}),
+		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_tier_decisions_total",
+			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, global, fallback.",
+		}, []string{"tier", "result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
 			Help: "Limit decisions by domain, limit and result: ok, over_limit, shadow_over_limit (a shadow-mode limit that would have rejected).",
@@ -71,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}, []string{"mode"}),
 		},
 	}
-	reg.MustRegister(m.requests, m.decisions, m.detailed, m.cacheHits, m.logsSuppressed,
+	reg.MustRegister(m.requests, m.tiers, m.decisions, m.detailed, m.cacheHits, m.logsSuppressed,
 		m.Store.latency, m.Store.errors, m.Store.up, m.Store.failureMode)
 	m.Store.up.Set(1)
 	return m
@@ -80,6 +85,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) request(code string) {
 	if m != nil {
 		m.requests.WithLabelValues(code).Inc()
+	}
+}
+
+func (m *Metrics) tierDecision(tier, result string) {
+	if m != nil {
+		m.tiers.WithLabelValues(tier, result).Inc()
 	}
 }
 

@@ -43,7 +43,18 @@ type Batch struct {
 	// Unavailable is set when the failure mode denied because the store
 	// was unavailable; the reply says so.
 	Unavailable bool
+	// Tier names what decided, for sluice_tier_decisions_total: set by the
+	// Decider; empty means TierStore.
+	Tier string
 }
+
+// Tiers the Service itself reports in sluice_tier_decisions_total.
+const (
+	TierStore       = "store"        // the Decider, when it names no tier
+	TierFlagCache   = "flag_cache"   // the flag cache, without the Decider
+	TierConfig      = "config"       // a limit with requests_per_unit 0, without the Decider
+	TierFailureMode = "failure_mode" // StoreDecider's failure mode, the store unavailable
+)
 
 // ErrUnavailable says the decision could not be made and the caller
 // (Envoy, through its failure_mode_deny) should decide: gRPC UNAVAILABLE.
@@ -99,7 +110,7 @@ func New(opts Options) (*Service, error) {
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sidecar := sidecarMode(ctx)
 	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord)
-	s.count(resp, err)
+	s.count(resp, err, d.tier)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -158,18 +169,22 @@ func retryList(d *decision) string {
 	return string(b)
 }
 
-// count counts one request by outcome.
-func (s *Service) count(resp *rlsv3.RateLimitResponse, err error) {
+// count counts one request by outcome, and by the tier that decided it
+// when one did.
+func (s *Service) count(resp *rlsv3.RateLimitResponse, err error, tier string) {
 	var bad *invalid
+	code := "ok"
 	switch {
 	case errors.As(err, &bad):
-		s.opts.Metrics.request("invalid")
+		code = "invalid"
 	case err != nil:
-		s.opts.Metrics.request("error")
+		code = "error"
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
-		s.opts.Metrics.request("over_limit")
-	default:
-		s.opts.Metrics.request("ok")
+		code = "over_limit"
+	}
+	s.opts.Metrics.request(code)
+	if tier != "" && err == nil {
+		s.opts.Metrics.tierDecision(tier, code)
 	}
 }
 
@@ -206,6 +221,8 @@ type decision struct {
 	blocked bool
 	// cached: answered from the flag cache.
 	cached bool
+	// tier decided the request; empty when no limit applied.
+	tier string
 }
 
 // decide answers req. With record, the request's hits were already
@@ -225,15 +242,24 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 			d.batch.Items[i].Mode = algorithm.Force
 		}
 	}
-	if len(d.store.Items) > 0 && !d.blocked {
+	switch {
+	case d.blocked:
+		d.tier = TierConfig
+	case len(d.store.Items) > 0:
 		now := s.opts.Now()
-		if record || !s.fromCache(&d, now) {
-			if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
-				return d, nil, err
-			}
-			d.batch.Unavailable = d.store.Unavailable
-			s.flag(&d.store, now)
+		if !record && s.fromCache(&d, now) {
+			d.tier = TierFlagCache
+			break
 		}
+		if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
+			return d, nil, err
+		}
+		d.tier = d.store.Tier
+		if d.tier == "" {
+			d.tier = TierStore
+		}
+		d.batch.Unavailable = d.store.Unavailable
+		s.flag(&d.store, now)
 	}
 	resp := s.reply(&d, req)
 	s.observe(&d)

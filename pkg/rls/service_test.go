@@ -11,6 +11,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -387,7 +389,8 @@ func TestFlagCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, Options{Cache: c})
+	reg := prometheus.NewRegistry()
+	h := start(t, Options{Cache: c, Metrics: NewMetrics(reg)})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "flood"), desc("remote_address", "flood")}}
 	for range 3 {
 		h.call(t, req)
@@ -404,6 +407,15 @@ func TestFlagCache(t *testing.T) {
 	}
 	if n := h.store.calls.Load() - before; n != 0 {
 		t.Fatalf("a flood of 1000 over-limit requests made %d store calls; want 0", n)
+	}
+	tiers := h.svc.opts.Metrics.tiers
+	for _, c := range []struct {
+		tier, result string
+		want         float64
+	}{{TierStore, "ok", 3}, {TierStore, "over_limit", 1}, {TierFlagCache, "over_limit", 1000}} {
+		if got := testutil.ToFloat64(tiers.WithLabelValues(c.tier, c.result)); got != c.want {
+			t.Errorf("sluice_tier_decisions_total{tier=%q,result=%q} = %v; want %v", c.tier, c.result, got, c.want)
+		}
 	}
 	// 1 µs before the retry time the cache still answers; at it, the store
 	// decides again and admits.

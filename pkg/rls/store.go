@@ -234,7 +234,7 @@ func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 	if m := d.opts.Metrics; m != nil {
 		m.failureMode.WithLabelValues(d.opts.Mode.String()).Inc()
 	}
-	b.Degraded = true
+	b.Degraded, b.Tier = true, TierFailureMode
 	switch d.opts.Mode {
 	case FailAllow:
 		for i, it := range b.Items {

@@ -1,0 +1,130 @@
+package localtier
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+// claimProbe reports whether the caller may test an unhealthy upstream now:
+// once RetryInterval has passed since the last failure, and by one caller at
+// a time, so that a dead upstream costs at most one timeout per interval
+// rather than one per request. The caller ends it with endProbe.
+func (t *Tier) claimProbe(now time.Time) bool {
+	return now.Sub(t.base).Nanoseconds() >= t.retryAt.Load() && t.probing.CompareAndSwap(false, true)
+}
+
+func (t *Tier) endProbe(probe bool) {
+	if probe {
+		t.probing.Store(false)
+	}
+}
+
+// failed records a failed upstream call at now.
+func (t *Tier) failed(now time.Time, err error) {
+	t.m.upstreamUp.Set(0)
+	t.retryAt.Store(now.Add(t.opts.RetryInterval).Sub(t.base).Nanoseconds())
+	if t.healthy.Swap(false) {
+		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share",
+			"error", err.Error(), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
+	}
+}
+
+// succeeded records an answered upstream call.
+func (t *Tier) succeeded() {
+	if !t.healthy.Swap(true) {
+		t.m.upstreamUp.Set(1)
+		t.opts.Logger.Info("upstream recovered")
+	}
+}
+
+// call asks the upstream, bounded by Timeout, marking the call with the
+// sidecar metadata kind, and returns the answer and its response metadata.
+func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind string) (*rlsv3.RateLimitResponse, metadata.MD, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
+	var md metadata.MD
+	resp, err := t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(&md))
+	if err == nil && len(resp.GetStatuses()) != len(req.GetDescriptors()) {
+		err = fmt.Errorf("upstream answered %d statuses for %d descriptors", len(resp.GetStatuses()), len(req.GetDescriptors()))
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	t.m.upstreamCalls.WithLabelValues(kind, result).Inc()
+	return resp, md, err
+}
+
+// request builds an upstream request: each descriptor with its cost as an
+// explicit hits_addend, its entries and any limit override shared with the
+// caller's descriptor (read only).
+func request(domain string, descs []*ratelimitv3.RateLimitDescriptor, costs []uint64) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(descs))}
+	for i, d := range descs {
+		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(costs[i])}
+	}
+	return req
+}
+
+// syncDecide asks the upstream to decide b and fills b.Results from its
+// answer.
+func (t *Tier) syncDecide(ctx context.Context, b *rls.Batch) error {
+	costs := make([]uint64, len(b.Items))
+	for i, it := range b.Items {
+		costs[i] = uint64(it.Cost)
+	}
+	resp, md, err := t.call(ctx, request(b.Domain, b.Descriptors, costs), rls.SidecarSync)
+	if err != nil {
+		return err
+	}
+	retries := parseRetries(md)
+	for i, st := range resp.GetStatuses() {
+		r := global.Result{
+			Allowed:    st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT,
+			Remaining:  int64(st.GetLimitRemaining()),
+			ResetAfter: st.GetDurationUntilReset().AsDuration().Microseconds(),
+		}
+		if !r.Allowed {
+			r.RetryAfter = retryAfter(retries, i, r.ResetAfter)
+		}
+		b.Results[i] = r
+	}
+	return nil
+}
+
+// retryAfter is descriptor i's retry time in µs from the upstream's
+// rls.RetryAfterKey list, or def when the list does not say.
+func retryAfter(retries []int64, i int, def int64) int64 {
+	if i < len(retries) && retries[i] > 0 {
+		return retries[i]
+	}
+	return def
+}
+
+// parseRetries reads the per-descriptor retry times (µs) the upstream sends
+// a sidecar; an entry that does not parse reads as 0 (not said).
+func parseRetries(md metadata.MD) []int64 {
+	v := md.Get(rls.RetryAfterKey)
+	if len(v) == 0 {
+		return nil
+	}
+	parts := strings.Split(v[0], ",")
+	out := make([]int64, len(parts))
+	for i, p := range parts {
+		out[i], _ = strconv.ParseInt(p, 10, 64)
+	}
+	return out
+}
