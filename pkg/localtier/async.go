@@ -100,8 +100,9 @@ func (p *pending) drain(dst []entry) []entry {
 	return dst
 }
 
-// record adds an admitted request's hits to the pending aggregate and wakes
-// the flusher once BatchSize keys are pending.
+// record adds an admitted request's hits to the pending aggregate (async
+// mode, and either mode while the upstream is away) and wakes the flusher
+// once BatchSize keys are pending.
 func (t *Tier) record(b *rls.Batch) {
 	for i, it := range b.Items {
 		if it.Cost <= 0 {
@@ -140,7 +141,8 @@ func (t *Tier) flusher() {
 				t.m.dropped.Add(float64(e.n))
 			}
 			return
-		case <-tick.C:
+		case at := <-tick.C:
+			t.m.lag.Observe(time.Since(at).Seconds())
 		case <-t.kick:
 		}
 		buf = t.flush(buf[:0])

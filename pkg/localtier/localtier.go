@@ -23,21 +23,25 @@
 // # Async overshoot
 //
 // Once a key's global limit is used up, a sidecar goes on admitting it from
-// its local bucket until the answer to its next flush arrives, at most
-// F + RTT later (F the flush interval, RTT a flush's round trip, itself
-// bounded by Timeout), and again for up to F + RTT whenever its flag expires
-// while the global state is still short. The flag lasts until the upstream's
-// state, debt included, admits again, so the debt a cycle adds is repaid
-// before the next cycle starts. With N sidecars, each offered q requests per
-// second for the key and holding a local bucket of rate r and capacity b,
-// the hits admitted beyond the limit at any time are at most
+// its local bucket until the answer to its next flush flags the key. The
+// hits at risk are those admitted since its last flush that the limit still
+// had room for: a span of at most C = F + lag + RTT (F the flush interval,
+// lag how late the flusher ran, RTT the flush's round trip, itself bounded
+// by Timeout). The same holds each time a flag expires while the global
+// state is still short; the flag lasts until the upstream's state, debt
+// included, admits again, so the debt of one cycle is repaid before the next
+// starts. With N sidecars, each holding a local bucket of rate r and capacity
+// b for the key, the hits admitted beyond the limit are at most
 //
-//	N · min(b + r·(F + RTT), q·(F + RTT))
+//	N · min(b + r·C, q(C))
 //
-// (plus one request's cost per sidecar), and the admitted rate converges to
-// the limit. Overshoot returns the limit's own semantics after that: every
-// admitted hit is in the global state, so later requests everywhere pay for
-// it. OvershootBound computes the bound; the e2e tests measure it.
+// plus one request's cost per sidecar (a request between its flag check and
+// its local take), where q(C) is the most a sidecar is offered for the key
+// within any span C. Every admitted hit is in the global state, so later
+// requests everywhere pay for the overshoot and the admitted rate converges
+// to the limit. The metrics sluice_localfilter_flush_duration_seconds and
+// sluice_localfilter_flush_lag_seconds show RTT and lag; the e2e tests
+// measure the overshoot against this bound.
 //
 // # Upstream failures
 //
@@ -46,9 +50,12 @@
 // it, so a sidecar cannot spend a full local share while nobody counts it
 // globally), marks those answers degraded (never cached as flags), and
 // probes the upstream again every RetryInterval, one call at a time. In
-// Async mode the hits admitted meanwhile stay pending, within MaxPending
+// either mode the hits admitted meanwhile stay pending, within MaxPending
 // keys (hits of further keys are dropped and counted), and are recorded
-// when the upstream returns.
+// when the upstream returns, so the global state learns of them. A sync
+// call that timed out may still have been counted upstream (a slow server
+// acts on it later) and is then decided again by the fallback: an outage
+// can over-count one request per timed-out call, never under-count.
 //
 // It depends on pkg/rls (the Decider contract and the sidecar metadata),
 // pkg/localbucket, pkg/cache and the Envoy protos; not on a store.
@@ -156,7 +163,7 @@ type Tier struct {
 	done chan struct{}
 }
 
-// New returns a Tier; in Async mode it starts the flusher, which Close stops.
+// New returns a Tier and starts its flusher, which Close stops.
 func New(opts Options) (*Tier, error) {
 	if opts.Upstream == nil {
 		return nil, errors.New("localtier: Upstream is required")
@@ -205,19 +212,15 @@ func New(opts Options) (*Tier, error) {
 	}
 	t.m = newMetrics(opts.Registerer, t)
 	t.healthy.Store(true)
-	if opts.Mode == Async {
-		go t.flusher()
-	} else {
-		close(t.done)
-	}
+	go t.flusher()
 	return t, nil
 }
 
 // Healthy reports whether the upstream answered the last call.
 func (t *Tier) Healthy() bool { return t.healthy.Load() }
 
-// Close stops the flusher after a last flush of the hits admitted so far
-// (async). It is safe to call more than once.
+// Close stops the flusher after a last flush of the hits admitted and not
+// yet recorded. It is safe to call more than once.
 func (t *Tier) Close() error {
 	select {
 	case <-t.stop:
@@ -290,7 +293,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 // fallback decides b locally at the fallback share, without the upstream.
 func (t *Tier) fallback(b *rls.Batch, now time.Time) {
 	b.Degraded, b.Tier = true, tierFallback
-	if t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now) && t.opts.Mode == Async {
+	if t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now) {
 		t.record(b) // sent when the upstream returns, within MaxPending
 	}
 }

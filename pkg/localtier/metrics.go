@@ -9,6 +9,7 @@ type metrics struct {
 	upstreamUp    prometheus.Gauge
 	batch         prometheus.Histogram
 	flush         prometheus.Histogram
+	lag           prometheus.Histogram
 	dropped       prometheus.Counter
 }
 
@@ -30,6 +31,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			Name: "sluice_localfilter_flush_duration_seconds", Help: "Latency of an async flush, all its calls.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_localfilter_flush_lag_seconds", Help: "How late async flushes start after their tick: a flusher short of CPU, which lengthens the overshoot cycle.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
 			Help: "Admitted hits never recorded upstream: the pending buffer was full, or the upstream was away at shutdown.",
@@ -37,7 +42,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 	}
 	m.upstreamUp.Set(1)
 	if reg != nil {
-		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.dropped,
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
 			}, func() float64 { return float64(t.pending.keys.Load()) }),

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// load is a bounded closed-loop load: callers goroutines, caller i on
+// targets[i % len(targets)], each sending its next request when the last
+// returns, until duration has passed or total requests were sent (0: no
+// count bound), on keys chosen uniformly from 0..keys-1. Every request sent
+// is counted with its answer: the end stops new requests only.
+type load struct {
+	targets  []rlsv3.RateLimitServiceClient
+	callers  int
+	duration time.Duration
+	total    int
+	keys     int
+	request  func(key int) *rlsv3.RateLimitRequest
+	// timeout bounds each call, as Envoy's filter timeout does. Default 1s.
+	timeout time.Duration
+}
+
+// loadResult counts what a load got back.
+type loadResult struct {
+	sent, ok, over, errs int
+	firstErr             error
+	okByKey              []int   // admitted, per key
+	sentByTarget         [][]int // offered, per target and key
+	// sentAt holds, per target and key, when each request was sent, as
+	// offsets from the start of the load, in order.
+	sentAt    [][][]time.Duration
+	latencies []time.Duration
+	elapsed   time.Duration
+}
+
+func (l load) run(ctx context.Context) loadResult {
+	if l.timeout == 0 {
+		l.timeout = time.Second
+	}
+	if l.keys == 0 {
+		l.keys = 1
+	}
+	end := time.Now().Add(l.duration)
+	var sent atomic.Int64
+	results := make([]loadResult, l.callers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range l.callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &results[c]
+			r.okByKey = make([]int, l.keys)
+			target := c % len(l.targets)
+			r.sentByTarget = make([][]int, len(l.targets))
+			r.sentByTarget[target] = make([]int, l.keys)
+			r.sentAt = make([][][]time.Duration, len(l.targets))
+			r.sentAt[target] = make([][]time.Duration, l.keys)
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			// The end stops new requests; those in flight run to their
+			// answer, which the server may already have counted.
+			for ctx.Err() == nil && time.Now().Before(end) {
+				if l.total > 0 && sent.Add(1) > int64(l.total) {
+					return
+				}
+				key := rng.IntN(l.keys)
+				cctx, ccancel := context.WithTimeout(ctx, l.timeout)
+				t0 := time.Now()
+				resp, err := l.targets[target].ShouldRateLimit(cctx, l.request(key))
+				lat := time.Since(t0)
+				ccancel()
+				r.sent++
+				r.sentByTarget[target][key]++
+				r.sentAt[target][key] = append(r.sentAt[target][key], t0.Sub(start))
+				r.latencies = append(r.latencies, lat)
+				switch {
+				case err != nil:
+					r.errs++
+					if r.firstErr == nil {
+						r.firstErr = err
+					}
+				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+					r.over++
+				default:
+					r.ok++
+					r.okByKey[key]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := loadResult{elapsed: time.Since(start), okByKey: make([]int, l.keys),
+		sentByTarget: make([][]int, len(l.targets)), sentAt: make([][][]time.Duration, len(l.targets))}
+	for i := range out.sentByTarget {
+		out.sentByTarget[i] = make([]int, l.keys)
+		out.sentAt[i] = make([][]time.Duration, l.keys)
+	}
+	for _, r := range results {
+		out.sent += r.sent
+		out.ok += r.ok
+		out.over += r.over
+		out.errs += r.errs
+		if out.firstErr == nil {
+			out.firstErr = r.firstErr
+		}
+		out.latencies = append(out.latencies, r.latencies...)
+		for k, n := range r.okByKey {
+			out.okByKey[k] += n
+		}
+		for i, byKey := range r.sentByTarget {
+			for k, n := range byKey {
+				out.sentByTarget[i][k] += n
+				out.sentAt[i][k] = append(out.sentAt[i][k], r.sentAt[i][k]...)
+			}
+		}
+	}
+	slices.Sort(out.latencies)
+	for _, byKey := range out.sentAt {
+		for _, at := range byKey {
+			slices.Sort(at)
+		}
+	}
+	return out
+}
+
+// mostWithin returns the most requests sent to target for key within any
+// span of length d.
+func (r loadResult) mostWithin(target, key int, d time.Duration) int {
+	at := r.sentAt[target][key]
+	most, first := 0, 0
+	for last := range at {
+		for at[last]-at[first] > d {
+			first++
+		}
+		most = max(most, last-first+1)
+	}
+	return most
+}
+
+// quantile returns the q-quantile of the sorted latencies.
+func (r loadResult) quantile(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+}
+
+// descriptors builds a request for domain with one descriptor per
+// key=value pair, as Envoy's rate-limit actions produce them.
+func descriptors(domain string, kv ...string) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: domain}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Descriptors = append(req.Descriptors, &ratelimitv3.RateLimitDescriptor{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: kv[i], Value: kv[i+1]}},
+		})
+	}
+	return req
+}
