@@ -59,7 +59,7 @@ type options struct {
 	flushInterval, upstreamTimeout, retry, grace   time.Duration
 	batchSize, cacheSize, maxPending, localKeys    int
 	keyPrefix, logLevel, logFormat                 string
-	legacy                                         bool
+	legacy, pprof                                  bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -82,6 +82,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
@@ -193,6 +194,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		w.Write(b)
 	})
 	mux.Handle("/json", rls.JSONHandler(svc))
+	if o.pprof {
+		serve.Profile(mux)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watchDone, err := cfg.Watch(watchCtx)

@@ -113,7 +113,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	// On return the deferred Closes run in reverse: the store after the
 	// in-flight requests have finished.
-	err = serve.Run(ctx, log, serve.NewGRPC(svc, gopts...), adminMux(svc, cfg, ready, reg), o.grpcAddr, o.httpAddr, o.grace,
+	admin := adminMux(svc, cfg, ready, reg)
+	if o.pprof {
+		serve.Profile(admin)
+	}
+	err = serve.Run(ctx, log, serve.NewGRPC(svc, gopts...), admin, o.grpcAddr, o.httpAddr, o.grace,
 		func(g, h net.Addr) {
 			log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
 				"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", cfg.Current().Version())

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -87,6 +88,17 @@ func FlagCache(size int, reg prometheus.Registerer) (*cache.OverLimit, error) {
 		Help: "Keys in the over-limit flag cache, expired flags not yet removed included.",
 	}, func() float64 { return float64(c.Len()) }))
 	return c, nil
+}
+
+// Profile adds Go's profiling endpoints (net/http/pprof) under
+// /debug/pprof/ to an admin mux: off unless a daemon's -pprof flag asks,
+// since a profile costs CPU and shows internals.
+func Profile(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // Run serves g on grpcAddr and admin on httpAddr until ctx is done (or a

@@ -28,8 +28,9 @@ const (
 )
 
 // reply builds the response: statuses one to one with the descriptors,
-// and headers and body for the client.
-func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+// and, with forClient, headers and body for the client (a sidecar's
+// recorded hits need the statuses only).
+func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest, forClient bool) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors())),
@@ -56,7 +57,7 @@ func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest) *rlsv3.RateLim
 		}
 		resp.Statuses[i] = st
 	}
-	if len(b.Items) == 0 {
+	if len(b.Items) == 0 || !forClient {
 		return resp
 	}
 	if denied != nil {

@@ -140,11 +140,8 @@ const (
 )
 
 func sidecarMode(ctx context.Context) string {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ""
-	}
-	switch v := md.Get(SidecarKey); {
+	// ValueFromIncomingContext copies the one key, not the whole metadata.
+	switch v := metadata.ValueFromIncomingContext(ctx, SidecarKey); {
 	case len(v) == 0:
 		return ""
 	case v[0] == SidecarRecord:
@@ -261,7 +258,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 		d.batch.Unavailable = d.store.Unavailable
 		s.flag(&d.store, now)
 	}
-	resp := s.reply(&d, req)
+	resp := s.reply(&d, req, !record)
 	s.observe(&d)
 	return d, resp, nil
 }

@@ -1,0 +1,62 @@
+package localtier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+// answering is an upstream that admits every record without a network or
+// a store: the benchmark measures the sidecar's own work.
+type answering struct{}
+
+func (answering) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest, _ ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	}
+	return resp, nil
+}
+
+// BenchmarkAsyncShouldRateLimit is the sidecar's request path in async mode
+// without gRPC: the flag cache, the local bucket, recording the hit, the
+// reply; 10k keys, all admitted, the flusher running every 10ms.
+func BenchmarkAsyncShouldRateLimit(b *testing.B) {
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	flags, _ := cache.New(100_000)
+	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tier.Close()
+	svc, _ := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
+	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
+		}}}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := svc.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
