@@ -10,26 +10,42 @@ import (
 // tagLen is the hex length of a key's hash tag: 128 bits of SHA-256.
 const tagLen = 32
 
-// AppendKey appends the store key of one limit instance to dst. parts
-// name it (domain, limit path, algorithm, the request's descriptor values);
-// they are length-prefixed before hashing, so no choice of values can make
-// two different instances share a key. The key is prefix + "{" + 32 hex
-// digits + "}": fixed length whatever the values' sizes, and the braces are
-// ours, so a value containing "{" cannot move the Cluster hash tag (Redis
-// hashes the first "{...}" only). Each instance has its own slot.
-func AppendKey(dst []byte, prefix string, parts ...string) []byte {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	for _, p := range parts {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
-		h.Write([]byte(p))
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+// A key names one limit instance by parts (domain, limit path, algorithm,
+// the request's descriptor entries), each length-prefixed before hashing,
+// so no choice of values can make two different instances share a key. The
+// key is prefix + "{" + 32 hex digits + "}": fixed length whatever the
+// values' sizes, and the braces are ours, so a value containing "{" cannot
+// move the Cluster hash tag (Redis hashes the first "{...}" only). Each
+// instance has its own slot.
+//
+// AppendKeyPart and AppendKeyOf build a key part by part without
+// allocating (the request path's way); AppendKey and Key take the parts at
+// once. All give the same key for the same parts.
+
+// AppendKeyPart appends one part of a key's name to name, length-prefixed.
+func AppendKeyPart(name []byte, part string) []byte {
+	name = binary.AppendUvarint(name, uint64(len(part)))
+	return append(name, part...)
+}
+
+// AppendKeyOf appends to dst the store key of the name built by
+// AppendKeyPart.
+func AppendKeyOf(dst []byte, prefix string, name []byte) []byte {
+	sum := sha256.Sum256(name)
 	dst = append(dst, prefix...)
 	dst = append(dst, '{')
 	dst = hex.AppendEncode(dst, sum[:tagLen/2])
 	return append(dst, '}')
+}
+
+// AppendKey appends to dst the store key named by parts.
+func AppendKey(dst []byte, prefix string, parts ...string) []byte {
+	var buf [256]byte
+	name := buf[:0]
+	for _, p := range parts {
+		name = AppendKeyPart(name, p)
+	}
+	return AppendKeyOf(dst, prefix, name)
 }
 
 // Key is AppendKey into a new string.

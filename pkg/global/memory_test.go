@@ -90,6 +90,16 @@ func TestKey(t *testing.T) {
 	if n := len(Key("sluice:", huge)); n != len("sluice:")+2+tagLen {
 		t.Errorf("len(Key(1 MiB value)) = %d; want bounded", n)
 	}
+	// The key of a limit instance never changes between releases: state in
+	// Redis outlives the process.
+	if k := Key("sluice:", "edge", "remote_address", "token_bucket", "remote_address", "10.0.0.1"); k != "sluice:{86ca420ea617e15fdc7635ded32e273d}" {
+		t.Errorf("Key = %q; want the key earlier releases built", k)
+	}
+	var buf [64]byte
+	name := AppendKeyPart(AppendKeyPart(nil, "edge"), "x")
+	if avg := testing.AllocsPerRun(100, func() { AppendKeyOf(buf[:0], "sluice:", name) }); avg != 0 {
+		t.Errorf("AppendKeyOf allocates %v times; want 0", avg)
+	}
 	if slot("sluice:{abc}") != slot("other{abc}tail") {
 		t.Error("slot ignores the hash tag")
 	}

@@ -8,6 +8,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/cache"
@@ -45,7 +46,7 @@ descriptors:
 		b.Fatal(err)
 	}
 	defer tier.Close()
-	svc, _ := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
+	svc, _ := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: rls.NewMetrics(prometheus.NewRegistry())})
 	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
 	for i := range reqs {
 		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

@@ -7,6 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/config"
@@ -14,8 +15,8 @@ import (
 )
 
 // BenchmarkShouldRateLimit measures the request path without gRPC: match,
-// key building, an in-memory decision and the reply, on 10k keys all
-// admitted.
+// key building, an in-memory decision, the reply and the metrics, on 10k
+// keys all admitted.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
 descriptors:
@@ -27,7 +28,7 @@ descriptors:
 	}
 	m, _ := global.NewMemory(global.MemoryOptions{})
 	flags, _ := cache.New(100_000)
-	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags})
+	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
 	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
 	for i := range reqs {
 		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

@@ -10,9 +10,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/sluicehq/sluice/pkg/config"
 )
 
 // ProblemType is the RFC 9457 problem type of a quota-exceeded body, from
@@ -27,96 +24,155 @@ const (
 	HeaderReason     = "X-RateLimit-Reason"
 )
 
+// spaceHeaders is how many headers a reply holds in its own allocation:
+// the two quota headers of an admitted request. A rejection's further
+// headers (Retry-After, the reason, the content type) and the legacy ones
+// are allocated apart.
+const spaceHeaders = 2
+
+// replySpace is a small request's reply, its statuses and its quota
+// headers in one allocation (about 650 bytes). The messages are never
+// copied, only pointed into.
+type replySpace struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [smallRequest]*rlsv3.RateLimitResponse_DescriptorStatus
+	status   [smallRequest]rlsv3.RateLimitResponse_DescriptorStatus
+	reset    [smallRequest]durationpb.Duration
+	headers  [spaceHeaders]*corev3.HeaderValue
+	values   [spaceHeaders]corev3.HeaderValue
+	used     int // values handed out
+}
+
+// header returns a header holding key and value, from the space while it
+// lasts.
+func (sp *replySpace) header(key, value string) *corev3.HeaderValue {
+	if sp.used == spaceHeaders {
+		return &corev3.HeaderValue{Key: key, Value: value}
+	}
+	h := &sp.values[sp.used]
+	sp.used++
+	h.Key, h.Value = key, value
+	return h
+}
+
 // reply builds the response: statuses one to one with the descriptors,
 // and, with forClient, headers and body for the client (a sidecar's
 // recorded hits need the statuses only).
 func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest, forClient bool) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors())),
+	sp := new(replySpace)
+	resp := &sp.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	n := len(req.GetDescriptors())
+	if n <= smallRequest {
+		resp.Statuses = sp.statuses[:n]
+	} else {
+		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
 	b := &d.batch
-	var denied []int // items that rejected the request
+	var texts [smallRequest]*limitText
+	text := func(j int) *limitText {
+		if j < smallRequest {
+			if texts[j] == nil {
+				texts[j] = s.texts.of(d.cfg, b.Limits[j], d.overridden[j])
+			}
+			return texts[j]
+		}
+		return s.texts.of(d.cfg, b.Limits[j], d.overridden[j])
+	}
+	var deniedSpace [smallRequest]int
+	denied := deniedSpace[:0] // items that rejected the request
 	for i := range resp.Statuses {
+		var st *rlsv3.RateLimitResponse_DescriptorStatus
+		if i < smallRequest {
+			st = &sp.status[i]
+		} else {
+			st = new(rlsv3.RateLimitResponse_DescriptorStatus)
+		}
+		resp.Statuses[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
 		j := d.itemOf[i]
 		if j < 0 {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 			continue
 		}
 		l, r := b.Limits[j], b.Results[j]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{
-			Code:               rlsv3.RateLimitResponse_OK,
-			CurrentLimit:       currentLimit(l),
-			LimitRemaining:     clampUint32(r.Remaining),
-			DurationUntilReset: durationpb.New(micros(r.ResetAfter)),
+		st.CurrentLimit = text(j).current
+		st.LimitRemaining = clampUint32(r.Remaining)
+		if i < smallRequest {
+			st.DurationUntilReset = &sp.reset[i]
+			setDuration(st.DurationUntilReset, micros(r.ResetAfter))
+		} else {
+			st.DurationUntilReset = durationpb.New(micros(r.ResetAfter))
 		}
 		if !r.Allowed && !l.ShadowMode {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			denied = append(denied, j)
 		}
-		resp.Statuses[i] = st
 	}
 	if len(b.Items) == 0 || !forClient {
 		return resp
 	}
-	if denied != nil {
-		s.overLimitHeaders(resp, b, denied)
-	} else {
-		all := make([]int, len(b.Items))
-		for j := range all {
-			all[j] = j
-		}
-		resp.ResponseHeadersToAdd = s.quotaHeaders(b, all, false)
+	resp.ResponseHeadersToAdd = sp.headers[:0]
+	if len(denied) > 0 {
+		s.overLimitHeaders(sp, b, denied, text)
+		return resp
 	}
+	var allSpace [smallRequest]int
+	all := allSpace[:0]
+	for j := range b.Items {
+		all = append(all, j)
+	}
+	s.quotaHeaders(sp, b, all, false, text)
 	return resp
 }
 
-func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
-	cl := &rlsv3.RateLimitResponse_RateLimit{
-		Name:            l.PolicyName(),
-		RequestsPerUnit: l.RateLimit.RequestsPerUnit,
-		Unit:            responseUnit(l.RateLimit.Unit),
-	}
-	if m := l.RateLimit.UnitMultiplier; m > 1 {
-		cl.UnitMultiplier = wrapperspb.UInt32(m)
-	}
-	return cl
+// setDuration sets a protobuf Duration to d, as durationpb.New does.
+func setDuration(dst *durationpb.Duration, d time.Duration) {
+	dst.Seconds = int64(d / time.Second)
+	dst.Nanos = int32(d % time.Second)
 }
 
-// quotaHeaders are RateLimit-Policy and RateLimit for the items idx, in
+// quotaHeaders adds RateLimit-Policy and RateLimit for the items idx, in
 // the syntax of draft-ietf-httpapi-ratelimit-headers-10/-11: list members
 // named by a string, with q (quota) and w (window, seconds) for a policy,
 // r (remaining) and t (seconds until it is restored) for its state. On a
 // rejection t is when a retry can succeed.
-func (s *Service) quotaHeaders(b *Batch, idx []int, rejected bool) []*corev3.HeaderValue {
-	var policy, state strings.Builder
-	for n, j := range idx {
-		l, r := b.Limits[j], b.Results[j]
-		if n > 0 {
-			policy.WriteString(", ")
-			state.WriteString(", ")
+func (s *Service) quotaHeaders(sp *replySpace, b *Batch, idx []int, rejected bool, text func(int) *limitText) {
+	resp := &sp.resp
+	var policy string
+	if len(idx) == 1 {
+		policy = text(idx[0]).policy // as configured: no allocation
+	} else {
+		var pb []byte
+		for n, j := range idx {
+			if n > 0 {
+				pb = append(pb, ", "...)
+			}
+			pb = append(pb, text(j).policy...)
 		}
-		name := sfString(l.PolicyName())
-		policy.WriteString(name)
-		policy.WriteString(";q=")
-		policy.WriteString(strconv.FormatUint(uint64(l.RateLimit.RequestsPerUnit), 10))
-		policy.WriteString(";w=")
-		policy.WriteString(strconv.FormatInt(int64(l.RateLimit.Window()/time.Second), 10))
+		policy = string(pb)
+	}
+	var buf [128]byte
+	state := buf[:0]
+	for n, j := range idx {
+		r := b.Results[j]
 		t := r.ResetAfter
 		if rejected {
 			t = r.RetryAfter
 		}
-		state.WriteString(name)
-		state.WriteString(";r=")
-		state.WriteString(strconv.FormatInt(max(0, r.Remaining), 10))
-		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(ceilSeconds(t), 10))
+		if n > 0 {
+			state = append(state, ", "...)
+		}
+		state = append(state, text(j).name...)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, max(0, r.Remaining), 10)
+		state = append(state, ";t="...)
+		state = strconv.AppendInt(state, ceilSeconds(t), 10)
 	}
-	h := []*corev3.HeaderValue{
-		{Key: HeaderPolicy, Value: policy.String()},
-		{Key: HeaderRateLimit, Value: state.String()},
-	}
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+		sp.header(HeaderPolicy, policy),
+		sp.header(HeaderRateLimit, string(state)),
+	)
 	if s.opts.LegacyHeaders {
 		// The most restrictive of idx: the first when rejected (the one
 		// that fired), else the one with least left.
@@ -131,19 +187,18 @@ func (s *Service) quotaHeaders(b *Batch, idx []int, rejected bool) []*corev3.Hea
 		if rejected {
 			reset = r.RetryAfter
 		}
-		h = append(h,
-			&corev3.HeaderValue{Key: "X-RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RateLimit.RequestsPerUnit), 10)},
-			&corev3.HeaderValue{Key: "X-RateLimit-Remaining", Value: strconv.FormatInt(max(0, r.Remaining), 10)},
-			&corev3.HeaderValue{Key: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(reset), 10)},
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+			sp.header("X-RateLimit-Limit", strconv.FormatUint(uint64(l.RateLimit.RequestsPerUnit), 10)),
+			sp.header("X-RateLimit-Remaining", strconv.FormatInt(max(0, r.Remaining), 10)),
+			sp.header("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(reset), 10)),
 		)
 	}
-	return h
 }
 
 // overLimitHeaders describe the limits that denied, the one that fired
 // (the longest wait) first, and add Retry-After, the reason and the
 // problem-details body.
-func (s *Service) overLimitHeaders(resp *rlsv3.RateLimitResponse, b *Batch, denied []int) {
+func (s *Service) overLimitHeaders(sp *replySpace, b *Batch, denied []int, text func(int) *limitText) {
 	first := 0
 	for n, j := range denied {
 		if b.Results[j].RetryAfter > b.Results[denied[first]].RetryAfter {
@@ -160,13 +215,13 @@ func (s *Service) overLimitHeaders(resp *rlsv3.RateLimitResponse, b *Batch, deni
 		reason = "rate limit store unavailable"
 		detail = "The rate limit store is unavailable and this service denies requests until it returns; retry in " + strconv.FormatInt(retry, 10) + " s."
 	}
-	h := s.quotaHeaders(b, denied, true)
-	h = append(h,
-		&corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(retry, 10)},
-		&corev3.HeaderValue{Key: HeaderReason, Value: headerSafe(reason)},
-		&corev3.HeaderValue{Key: "Content-Type", Value: "application/problem+json"},
+	s.quotaHeaders(sp, b, denied, true, text)
+	resp := &sp.resp
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+		sp.header(HeaderRetryAfter, strconv.FormatInt(retry, 10)),
+		sp.header(HeaderReason, headerSafe(reason)),
+		sp.header("Content-Type", "application/problem+json"),
 	)
-	resp.ResponseHeadersToAdd = h
 	names := make([]string, len(denied))
 	for n, j := range denied {
 		names[n] = b.Limits[j].PolicyName()

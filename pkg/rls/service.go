@@ -85,8 +85,9 @@ type Options struct {
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	opts Options
-	logs *logLimiter
+	opts  Options
+	logs  *logLimiter
+	texts textCache
 }
 
 // New returns a Service.
@@ -115,7 +116,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, grpcError(err)
 	}
 	if sidecar != "" {
-		grpc.SetHeader(ctx, metadata.Pairs(RetryAfterKey, retryList(&d)))
+		grpc.SetHeader(ctx, metadata.Pairs(RetryAfterKey, retryList(d)))
 	}
 	return resp, nil
 }
@@ -205,33 +206,16 @@ func grpcError(err error) error {
 
 var errNoConfig = errors.New("no descriptor config loaded")
 
-// decision is what one request resolved to.
-type decision struct {
-	// batch holds every limit that applies; store is its first part, the
-	// limits that need deciding. The rest block everything
-	// (requests_per_unit: 0) and are decided here without a store call.
-	batch, store Batch
-	// itemOf is, per descriptor, the index of its item in batch, or -1
-	// when no limit applies.
-	itemOf []int
-	// blocked: a non-shadow limit blocks the request.
-	blocked bool
-	// cached: answered from the flag cache.
-	cached bool
-	// tier decided the request; empty when no limit applied.
-	tier string
-}
-
 // decide answers req. With record, the request's hits were already
 // admitted by a sidecar: they are recorded in full (algorithm.Force),
 // past the flag cache.
-func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record bool) (decision, *rlsv3.RateLimitResponse, error) {
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record bool) (*decision, *rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
-		return decision{}, nil, err
+		return &decision{}, nil, err
 	}
 	cfg := s.opts.Config()
 	if cfg == nil {
-		return decision{}, nil, errNoConfig
+		return &decision{}, nil, errNoConfig
 	}
 	d := s.plan(cfg, req)
 	if record {
@@ -244,7 +228,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 		d.tier = TierConfig
 	case len(d.store.Items) > 0:
 		now := s.opts.Now()
-		if !record && s.fromCache(&d, now) {
+		if !record && s.fromCache(d, now) {
 			d.tier = TierFlagCache
 			break
 		}
@@ -258,131 +242,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 		d.batch.Unavailable = d.store.Unavailable
 		s.flag(&d.store, now)
 	}
-	resp := s.reply(&d, req, !record)
-	s.observe(&d)
+	resp := s.reply(d, req, !record)
+	s.observe(d)
 	return d, resp, nil
-}
-
-// plan matches each descriptor and builds the batch of items to decide.
-func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) decision {
-	domain := req.GetDomain()
-	ds := req.GetDescriptors()
-	limits := make([]*config.Limit, len(ds))
-	entries := make([]config.Entry, 0, MaxEntries)
-	for i, desc := range ds {
-		entries = entries[:0]
-		for _, e := range desc.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		l := cfg.Match(domain, entries)
-		if o := desc.GetLimit(); o != nil && hasDomain(cfg, domain) {
-			l = withOverride(domain, l, o)
-		}
-		if l != nil && !l.RateLimit.Unlimited {
-			limits[i] = l
-		}
-	}
-	dropReplaced(limits)
-
-	d := decision{itemOf: make([]int, len(ds)), batch: Batch{Domain: domain}}
-	reqCost := int64(req.GetHitsAddend())
-	if reqCost == 0 {
-		reqCost = 1
-	}
-	var key []byte
-	n := 0
-	// Limits to decide first, then the blocking ones.
-	for pass := 0; pass < 2; pass++ {
-		for i, l := range limits {
-			if pass == 0 {
-				d.itemOf[i] = -1
-			}
-			if l == nil || l.RateLimit.Blocks() != (pass == 1) {
-				continue
-			}
-			desc := ds[i]
-			cost := reqCost
-			if h := desc.GetHitsAddend(); h != nil {
-				cost = int64(h.GetValue()) // an explicit 0 checks without consuming
-			}
-			p := Params(l.RateLimit)
-			key = s.appendKey(key[:0], domain, l, p, desc)
-			d.itemOf[i] = len(d.batch.Items)
-			d.batch.Items = append(d.batch.Items, global.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
-			d.batch.Limits = append(d.batch.Limits, l)
-			d.batch.Descriptors = append(d.batch.Descriptors, desc)
-		}
-		if pass == 0 {
-			n = len(d.batch.Items)
-		}
-	}
-	d.batch.Results = make([]global.Result, len(d.batch.Items))
-	for j := n; j < len(d.batch.Items); j++ {
-		w := d.batch.Items[j].Params.Window
-		d.batch.Results[j] = global.Result{RetryAfter: w, ResetAfter: w}
-		if !d.batch.Items[j].Shadow {
-			d.blocked = true
-		}
-	}
-	if d.blocked {
-		for j := 0; j < n; j++ {
-			d.batch.Results[j] = global.Result{Allowed: true} // not asked
-		}
-	}
-	d.store = Batch{
-		Domain:      domain,
-		Items:       d.batch.Items[:n],
-		Limits:      d.batch.Limits[:n],
-		Descriptors: d.batch.Descriptors[:n],
-		Results:     d.batch.Results[:n],
-	}
-	return d
-}
-
-func hasDomain(cfg *config.Config, domain string) bool {
-	for _, d := range cfg.Domains() {
-		if d == domain {
-			return true
-		}
-	}
-	return false
-}
-
-// dropReplaced removes the limits that another matched limit replaces
-// (envoyproxy/ratelimit's `replaces`).
-func dropReplaced(limits []*config.Limit) {
-	var replaced map[string]bool
-	for _, l := range limits {
-		if l == nil {
-			continue
-		}
-		for _, name := range l.Replaces {
-			if replaced == nil {
-				replaced = make(map[string]bool)
-			}
-			replaced[name] = true
-		}
-	}
-	if replaced == nil {
-		return
-	}
-	for i, l := range limits {
-		if l != nil && l.RateLimit.Name != "" && replaced[l.RateLimit.Name] {
-			limits[i] = nil
-		}
-	}
-}
-
-// appendKey builds the store key of one limit instance: the domain, the
-// limit's config path and algorithm, and the request's entries.
-func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, desc *ratelimitv3.RateLimitDescriptor) []byte {
-	es := desc.GetEntries()
-	parts := make([]string, 0, 3+2*len(es))
-	parts = append(parts, domain, l.Path, p.Kind.String())
-	for _, e := range es {
-		parts = append(parts, e.GetKey(), e.GetValue())
-	}
-	return global.AppendKey(dst, s.opts.KeyPrefix, parts...)
 }
 
 // fromCache answers the request from the flag cache when one of its

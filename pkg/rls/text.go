@@ -1,0 +1,84 @@
+package rls
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/pkg/config"
+)
+
+// limitText is what replies say of one limit that never changes with the
+// request: built once per configured limit and config snapshot rather than
+// on every reply.
+type limitText struct {
+	// current is the status's current_limit, shared by every reply: read
+	// only.
+	current *rlsv3.RateLimitResponse_RateLimit
+	// name is the policy name as a Structured Field string.
+	name string
+	// policy is the limit's RateLimit-Policy list member: name;q=..;w=..
+	policy string
+}
+
+func newLimitText(l *config.Limit) *limitText {
+	name := sfString(l.PolicyName())
+	var b []byte
+	b = append(b, name...)
+	b = append(b, ";q="...)
+	b = strconv.AppendUint(b, uint64(l.RateLimit.RequestsPerUnit), 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, int64(l.RateLimit.Window()/time.Second), 10)
+	return &limitText{current: currentLimit(l), name: name, policy: string(b)}
+}
+
+func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
+	cl := &rlsv3.RateLimitResponse_RateLimit{
+		Name:            l.PolicyName(),
+		RequestsPerUnit: l.RateLimit.RequestsPerUnit,
+		Unit:            responseUnit(l.RateLimit.Unit),
+	}
+	if m := l.RateLimit.UnitMultiplier; m > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(m)
+	}
+	return cl
+}
+
+// limitTexts holds the texts of one config snapshot's limits; a reload
+// replaces it, so texts of old snapshots do not pile up.
+type limitTexts struct {
+	cfg *config.Config
+	m   sync.Map // *config.Limit → *limitText
+}
+
+// textCache is the texts of the current config snapshot. The zero value is
+// ready.
+type textCache struct {
+	p atomic.Pointer[limitTexts]
+}
+
+// of returns l's text. l is one of cfg's limits unless overridden (Envoy's
+// per-request limit override), which gets a text of its own each time.
+func (c *textCache) of(cfg *config.Config, l *config.Limit, overridden bool) *limitText {
+	if overridden || cfg == nil {
+		return newLimitText(l)
+	}
+	texts := c.p.Load()
+	if texts == nil || texts.cfg != cfg {
+		fresh := &limitTexts{cfg: cfg}
+		if c.p.CompareAndSwap(texts, fresh) {
+			texts = fresh
+		} else if texts = c.p.Load(); texts.cfg != cfg {
+			return newLimitText(l) // snapshots changing under us: rare, and still right
+		}
+	}
+	if t, ok := texts.m.Load(l); ok {
+		return t.(*limitText)
+	}
+	t, _ := texts.m.LoadOrStore(l, newLimitText(l))
+	return t.(*limitText)
+}
