@@ -3,6 +3,9 @@ package global
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,4 +74,70 @@ func BenchmarkRedisDecide(b *testing.B) {
 			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "trips/decision")
 		})
 	}
+}
+
+// BenchmarkRedisRecordBatch is a sidecar's async flush as the store sees
+// it: one script call recording hits (Force) on 64 distinct keys. It
+// reports Redis's own time per item (INFO commandstats: the script calls'
+// usec over the items they carried), the cost a uniform key space puts on
+// Redis for every hit a sidecar admits.
+func BenchmarkRedisRecordBatch(b *testing.B) {
+	srv := redistest.Start(b)
+	client := srv.Client(b)
+	rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	ctx := context.Background()
+	if err := rs.Load(ctx); err != nil {
+		b.Fatal(err)
+	}
+	batch, _ := strconv.Atoi(os.Getenv("XB"))
+	if batch == 0 {
+		batch = 64
+	}
+	for _, kind := range []algorithm.Kind{algorithm.TokenBucket, algorithm.FixedWindow} {
+		b.Run(kind.String(), func(b *testing.B) {
+			p := algorithm.Params{Kind: kind, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
+			prefix := redistest.Prefix(b)
+			items := make([]Item, batch)
+			out := make([]Result, batch)
+			client.ConfigResetStat(ctx)
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				for j := range items {
+					items[j] = Item{Key: Key(prefix, fmt.Sprint((i*batch+j)%10_000)), Params: p, Cost: 1, Mode: algorithm.Force}
+				}
+				if err := rs.Decide(ctx, items, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			usec := scriptUsec(b, client)
+			b.ReportMetric(usec/float64(b.N*batch), "redis-µs/item")
+		})
+	}
+}
+
+// scriptUsec is the time Redis spent in script calls since the last
+// CONFIG RESETSTAT, from INFO commandstats.
+func scriptUsec(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += n
+			}
+		}
+	}
+	return total
 }

@@ -56,8 +56,8 @@ func (sp *replySpace) header(key, value string) *corev3.HeaderValue {
 }
 
 // reply builds the response: statuses one to one with the descriptors,
-// and, with forClient, headers and body for the client (a sidecar's
-// recorded hits need the statuses only).
+// and, with forClient, their current limits, headers and body for the
+// client (a sidecar's recorded hits need codes and times only).
 func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest, forClient bool) *rlsv3.RateLimitResponse {
 	sp := new(replySpace)
 	resp := &sp.resp
@@ -95,7 +95,11 @@ func (s *Service) reply(d *decision, req *rlsv3.RateLimitRequest, forClient bool
 			continue
 		}
 		l, r := b.Limits[j], b.Results[j]
-		st.CurrentLimit = text(j).current
+		if forClient {
+			// Envoy reads it for its own X-RateLimit headers; a sidecar's
+			// recorded hits are answered with the code and times alone.
+			st.CurrentLimit = text(j).current
+		}
 		st.LimitRemaining = clampUint32(r.Remaining)
 		if i < smallRequest {
 			st.DurationUntilReset = &sp.reset[i]

@@ -110,7 +110,9 @@ func New(opts Options) (*Service, error) {
 // ShouldRateLimit answers one request from Envoy.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sidecar := sidecarMode(ctx)
-	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord)
+	// A sidecar builds its own reply from the statuses: it needs no
+	// headers or body.
+	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord, sidecar == "")
 	s.count(resp, err, d.tier)
 	if err != nil {
 		return nil, grpcError(err)
@@ -208,8 +210,9 @@ var errNoConfig = errors.New("no descriptor config loaded")
 
 // decide answers req. With record, the request's hits were already
 // admitted by a sidecar: they are recorded in full (algorithm.Force),
-// past the flag cache.
-func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record bool) (*decision, *rlsv3.RateLimitResponse, error) {
+// past the flag cache. forClient asks for the reply's current limits,
+// headers and body.
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record, forClient bool) (*decision, *rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
 		return &decision{}, nil, err
 	}
@@ -242,7 +245,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 		d.batch.Unavailable = d.store.Unavailable
 		s.flag(&d.store, now)
 	}
-	resp := s.reply(d, req, !record)
+	resp := s.reply(d, req, forClient)
 	s.observe(d)
 	return d, resp, nil
 }

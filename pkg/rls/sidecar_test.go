@@ -26,8 +26,9 @@ func TestSidecarRecord(t *testing.T) {
 	if codesOf(resp) != "OVER_LIMIT:OVER_LIMIT,OK" {
 		t.Fatalf("recording 5 hits on a limit of 3: %s; want OVER_LIMIT (recorded, used up)", codesOf(resp))
 	}
-	if len(resp.ResponseHeadersToAdd) != 0 || resp.RawBody != nil {
-		t.Errorf("recorded hits answered with headers %v and body %q; a sidecar needs the statuses only", resp.ResponseHeadersToAdd, resp.RawBody)
+	if len(resp.ResponseHeadersToAdd) != 0 || resp.RawBody != nil || resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("recorded hits answered with headers %v, body %q, current limit %v; a sidecar needs codes and times only",
+			resp.ResponseHeadersToAdd, resp.RawBody, resp.Statuses[0].CurrentLimit)
 	}
 	if got := md.Get(RetryAfterKey); len(got) != 1 || got[0] != "45000000,0" {
 		t.Fatalf("%s = %q; want per-descriptor retry µs 45000000,0", RetryAfterKey, got)
