@@ -10,7 +10,12 @@
 # Redis round trips per request are counted twice: by the server's go-redis
 # hook (sluice_redis_round_trips_total: pipelines and single commands) and
 # by Redis's INFO (read events; `commands` also counts the calls made inside
-# scripts, so it overstates round trips).
+# scripts, so it overstates round trips). The CPU each serving process spent
+# per request (utime + stime from /proc over the measured phase) says where
+# the time goes, less noisily than throughput on a shared machine.
+#
+# The CPU column lists the serving processes: the handler alone for the
+# ceiling; sidecar + server + redis-server for the sidecar rows.
 #
 # Usage: bench/sidecar.sh [duration per row, default 5s] [git revision to compare]
 set -euo pipefail
@@ -41,43 +46,51 @@ YAML
 
 wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 not up" >&2; exit 1; }
 trips() { curl -s 127.0.0.1:18080/metrics | awk '/^sluice_redis_round_trips_total /{print $2}'; }
+cpu() { for p in "$@"; do awk '{printf "%d ", $14+$15}' "/proc/$p/stat"; done; }  # clock ticks
 
-# row NAME PORT loadgen-flags...: warm up, then measure, one Markdown row.
+# row NAME PORT PIDS loadgen-flags...: warm up, then measure, one Markdown
+# row; PIDS (comma-separated) are the serving processes whose CPU is shown.
 row() {
-  local name=$1 port=$2; shift 2
+  local name=$1 port=$2 pids=${3//,/ }; shift 3
   local common=(-target "127.0.0.1:$port" -concurrency 64 -conns 4 -domain bench)
   taskset -c 1 "$out/loadgen" "${common[@]}" -duration 1s "$@" >/dev/null
-  local t0=0 t1=0
+  local t0=0 t1=0 c0 c1
   [ -n "${with_redis:-}" ] && t0=$(trips)
+  c0=$(cpu $pids)
   taskset -c 1 "$out/loadgen" "${common[@]}" -duration "$dur" -json ${with_redis:+-redis-addr 127.0.0.1:16399} "$@" >"$out/row.json"
+  c1=$(cpu $pids)
   [ -n "${with_redis:-}" ] && t1=$(trips)
-  python3 - "$name" "$t0" "$t1" "$out/row.json" "${ceiling:-0}" <<'PY'
+  python3 - "$name" "$t0" "$t1" "$out/row.json" "${ceiling:-0}" "$c0" "$c1" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 name, t0, t1, path, ceiling = sys.argv[1], float(sys.argv[2] or 0), float(sys.argv[3] or 0), sys.argv[4], float(sys.argv[5])
+c0, c1, tck = sys.argv[6].split(), sys.argv[7].split(), float(sys.argv[8])
 r = json.load(open(path)); l = r['latency_us']; rd = r.get('redis')
 sent = r['sent']
 f = lambda k: '%.3f' % rd[k] if rd else '–'
 hook = '%.4f' % ((t1 - t0) / sent) if rd and sent else '–'
 pct = '%.0f%%' % (100 * r['rps'] / ceiling) if ceiling else '100%'
-print('| %s | %.0f | %s | %.0f | %.0f | %.0f | %s | %s | %s | %d |' % (name, r['rps'], pct, l['p50'], l['p99'], l['p99_9'], hook, f('reads_per_req'), f('commands_per_req'), r.get('errors', 0)))
+cpu = ' + '.join('%.1f' % ((int(b) - int(a)) / tck * 1e6 / sent) for a, b in zip(c0, c1))
+print('| %s | %.0f | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %d |' % (name, r['rps'], pct, l['p50'], l['p99'], l['p99_9'], cpu, hook, f('reads_per_req'), f('commands_per_req'), r.get('errors', 0)))
 with open(path + '.rps', 'w') as o: o.write(str(r['rps']))
 PY
 }
 
-echo "| configuration | req/s | % of ceiling | p50 µs | p99 µs | p99.9 µs | Redis round trips/req (hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | errors |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| configuration | req/s | % of ceiling | p50 µs | p99 µs | p99.9 µs | CPU µs/req (serving processes) | Redis round trips/req (hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | errors |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 taskset -c 0 "$out/loadgen" -serve-noop 127.0.0.1:18081 >/dev/null 2>&1 &
 noop=$!
 wait_port 18081
-row "do-nothing handler (the ceiling)" 18081 -descriptors 'client=c%d' -keys 10000
+row "do-nothing handler (the ceiling)" 18081 $noop -descriptors 'client=c%d' -keys 10000
 ceiling=$(cat "$out/row.json.rps")
 kill $noop; wait $noop 2>/dev/null || true
 
 taskset -c 0 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >"$out/redis.log" 2>&1 &
+redis=$!
 wait_port 16399
 taskset -c 0 "$out/server" -config "$out/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 \
   -redis-url redis://127.0.0.1:16399 -store-timeout 100ms >"$out/server.log" 2>&1 &
+server=$!
 wait_port 18081
 
 sidecars=(localfilter)
@@ -90,8 +103,8 @@ for bin in "${sidecars[@]}"; do
       -http-addr 127.0.0.1:19080 -mode $mode -upstream-timeout 100ms >"$out/lf.log" 2>&1 &
     lf=$!
     wait_port 19081
-    with_redis=1 row "sidecar $mode$label, 10k keys uniform" 19081 -descriptors "client=u$mode$bin%d" -keys 10000
-    with_redis=1 row "sidecar $mode$label, 10k keys zipf" 19081 -descriptors "client=z$mode$bin%d" -keys 10000 -dist zipf
+    with_redis=1 row "sidecar $mode$label, 10k keys uniform" 19081 $lf,$server,$redis -descriptors "client=u$mode$bin%d" -keys 10000
+    with_redis=1 row "sidecar $mode$label, 10k keys zipf" 19081 $lf,$server,$redis -descriptors "client=z$mode$bin%d" -keys 10000 -dist zipf
     kill $lf; wait $lf 2>/dev/null || true
   done
 done
