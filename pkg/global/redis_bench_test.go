@@ -3,7 +3,6 @@ package global
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,10 +92,7 @@ func BenchmarkRedisRecordBatch(b *testing.B) {
 	if err := rs.Load(ctx); err != nil {
 		b.Fatal(err)
 	}
-	batch, _ := strconv.Atoi(os.Getenv("XB"))
-	if batch == 0 {
-		batch = 64
-	}
+	const batch = 64
 	for _, kind := range []algorithm.Kind{algorithm.TokenBucket, algorithm.FixedWindow} {
 		b.Run(kind.String(), func(b *testing.B) {
 			p := algorithm.Params{Kind: kind, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
