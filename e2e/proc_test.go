@@ -156,9 +156,7 @@ func listening(path string, offset int64) (grpcAddr, httpAddr string, ok bool) {
 // stop ends the process as an orchestrator does (SIGTERM, then SIGKILL
 // after 15 s) and waits for it.
 func (p *proc) stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
+	cmd, done := p.running()
 	if cmd == nil {
 		return
 	}
@@ -174,9 +172,7 @@ func (p *proc) stop() {
 
 // kill ends the process at once (SIGKILL), as a crash would.
 func (p *proc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
+	cmd, done := p.running()
 	if cmd == nil {
 		return
 	}
@@ -184,13 +180,19 @@ func (p *proc) kill() {
 	<-done
 }
 
+// running returns the process last launched and a channel closed once it
+// has exited, or nil if none was.
+func (p *proc) running() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done
+}
+
 // signal sends sig to the process: SIGSTOP freezes it with its
 // connections open, SIGCONT resumes it.
 func (p *proc) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		p.cmd.Process.Signal(sig)
+	if cmd, _ := p.running(); cmd != nil {
+		cmd.Process.Signal(sig)
 	}
 }
 
