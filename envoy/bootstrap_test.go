@@ -12,11 +12,12 @@ import (
 	localratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/sluicehq/sluice/internal/envoyrl"
 )
 
 // perRouteTypes maps an HTTP filter's config type to the type Envoy expects for it in
@@ -27,32 +28,16 @@ var perRouteTypes = map[protoreflect.FullName]protoreflect.FullName{
 }
 
 // connManager is one HttpConnectionManager of a bootstrap, unpacked.
-type connManager struct {
-	where string // "listener edge", for messages
-	hcm   *hcmv3.HttpConnectionManager
-}
+type connManager = envoyrl.ConnManager
 
 // connManagers returns every HttpConnectionManager in b's static listeners.
 func connManagers(t *testing.T, b *bootstrapv3.Bootstrap) []connManager {
 	t.Helper()
-	var out []connManager
-	for _, l := range b.GetStaticResources().GetListeners() {
-		for _, fc := range l.GetFilterChains() {
-			for _, f := range fc.GetFilters() {
-				hcm := &hcmv3.HttpConnectionManager{}
-				if f.GetTypedConfig().MessageIs(hcm) {
-					if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, connManager{where: "listener " + l.GetName(), hcm: hcm})
-				}
-			}
-		}
+	cms, err := envoyrl.ConnManagers(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(out) == 0 {
-		t.Fatal("no http_connection_manager in any listener")
-	}
-	return out
+	return cms
 }
 
 // unpack returns the message in a.
@@ -97,7 +82,7 @@ func TestBootstrapsWiring(t *testing.T) {
 			grpcClusters := map[string]bool{}
 			for _, cm := range connManagers(t, f.b) {
 				filterTypes := checkFilterChain(t, cm)
-				for _, hf := range cm.hcm.GetHttpFilters() {
+				for _, hf := range cm.HCM.GetHttpFilters() {
 					rl := &ratelimitv3.RateLimit{}
 					if !hf.GetTypedConfig().MessageIs(rl) {
 						continue
@@ -118,9 +103,9 @@ func TestBootstrapsWiring(t *testing.T) {
 						t.Errorf("%s: set timeout explicitly; the RLS deadline is a decision, not a default", hf.GetName())
 					}
 				}
-				rc := cm.hcm.GetRouteConfig()
+				rc := cm.HCM.GetRouteConfig()
 				if rc == nil {
-					t.Fatalf("%s: want an inline route_config", cm.where)
+					t.Fatalf("%s: want an inline route_config", cm.Where)
 				}
 				for _, vh := range rc.GetVirtualHosts() {
 					checkPerFilterConfig(t, fmt.Sprintf("virtual host %q", vh.GetName()), vh.GetTypedPerFilterConfig(), filterTypes)
@@ -153,15 +138,15 @@ func TestBootstrapsWiring(t *testing.T) {
 func checkFilterChain(t *testing.T, cm connManager) map[string]protoreflect.FullName {
 	t.Helper()
 	types := map[string]protoreflect.FullName{}
-	filters := cm.hcm.GetHttpFilters()
+	filters := cm.HCM.GetHttpFilters()
 	for i, hf := range filters {
 		if _, dup := types[hf.GetName()]; dup {
-			t.Errorf("%s: http filter %q appears twice", cm.where, hf.GetName())
+			t.Errorf("%s: http filter %q appears twice", cm.Where, hf.GetName())
 		}
 		m := unpack(t, hf.GetTypedConfig())
 		types[hf.GetName()] = m.ProtoReflect().Descriptor().FullName()
 		if _, isRouter := m.(*routerv3.Router); isRouter != (i == len(filters)-1) {
-			t.Errorf("%s: the router must be the last http filter and only the last (filter %d is %s)", cm.where, i, hf.GetName())
+			t.Errorf("%s: the router must be the last http filter and only the last (filter %d is %s)", cm.Where, i, hf.GetName())
 		}
 	}
 	return types
@@ -225,22 +210,22 @@ func TestBootstrapsShareRoutes(t *testing.T) {
 				t.Fatalf("%d connection managers; %s has %d", len(got), reference, len(want))
 			}
 			for i := range got {
-				g, w := got[i].hcm.GetRouteConfig(), want[i].hcm.GetRouteConfig()
+				g, w := got[i].HCM.GetRouteConfig(), want[i].HCM.GetRouteConfig()
 				if proto.Equal(g, w) {
 					continue
 				}
 				gr, wr := routes(g.GetVirtualHosts()), routes(w.GetVirtualHosts())
 				for name, r := range wr {
 					if !proto.Equal(r, gr[name]) {
-						t.Errorf("%s: route %q differs from %s", got[i].where, name, reference)
+						t.Errorf("%s: route %q differs from %s", got[i].Where, name, reference)
 					}
 				}
 				for name := range gr {
 					if wr[name] == nil {
-						t.Errorf("%s: route %q is not in %s", got[i].where, name, reference)
+						t.Errorf("%s: route %q is not in %s", got[i].Where, name, reference)
 					}
 				}
-				t.Errorf("%s: route_config differs from %s's; the files must share their routes", got[i].where, reference)
+				t.Errorf("%s: route_config differs from %s's; the files must share their routes", got[i].Where, reference)
 			}
 			// The application cluster is the same everywhere too.
 			if !proto.Equal(cluster(f.b, "upstream"), cluster(bootstrap(t, files, reference), "upstream")) {

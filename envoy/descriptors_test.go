@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/sluicehq/sluice/pkg/config"
 )
@@ -148,7 +146,7 @@ func TestEveryRouteLimitsPerClient(t *testing.T) {
 					perClient[s.route] = true
 				}
 			}
-			for _, vh := range cm.hcm.GetRouteConfig().GetVirtualHosts() {
+			for _, vh := range cm.HCM.GetRouteConfig().GetVirtualHosts() {
 				for _, r := range vh.GetRoutes() {
 					if !perClient[r.GetName()] {
 						t.Errorf("%s: route %q sends no [(\"remote_address\", client)] descriptor", f.name, r.GetName())
@@ -160,80 +158,40 @@ func TestEveryRouteLimitsPerClient(t *testing.T) {
 }
 
 // routeShapes returns the descriptors each route of cm sends to the rate limit service,
-// following Envoy's rules for which rate_limits lists apply.
+// following Envoy's rules for which rate_limits lists apply (envoyrl.Filter.Lists).
 func routeShapes(t *testing.T, cm connManager) []shape {
 	t.Helper()
-	var filterName string
-	filter := &ratelimitv3.RateLimit{}
-	for _, hf := range cm.hcm.GetHttpFilters() {
-		if hf.GetTypedConfig().MessageIs(filter) {
-			if filterName != "" {
-				t.Fatalf("%s: more than one rate limit filter; routeShapes handles one", cm.where)
-			}
-			filterName = hf.GetName()
-			if err := hf.GetTypedConfig().UnmarshalTo(filter); err != nil {
-				t.Fatal(err)
-			}
-		}
+	filter, ok, err := cm.RateLimitFilter()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if filterName == "" {
+	if !ok {
 		return nil
 	}
 	var out []shape
-	for _, vh := range cm.hcm.GetRouteConfig().GetVirtualHosts() {
+	for _, vh := range cm.HCM.GetRouteConfig().GetVirtualHosts() {
 		for _, r := range vh.GetRoutes() {
 			where := "route " + r.GetName()
-			perRoute := perRouteConfig(t, filterName, r, vh)
-			domain := filter.GetDomain()
-			if d := perRoute.GetDomain(); d != "" {
-				domain = d
+			lists, ignored, err := filter.Lists(r, vh)
+			if err != nil {
+				t.Fatal(err)
 			}
-			type list struct {
-				name    string
-				entries []*routev3.RateLimit
-				costs   bool // Envoy honours hits_addend in this list
+			domain, err := filter.Domain(r, vh)
+			if err != nil {
+				t.Fatal(err)
 			}
-			var lists []list
-			routeLists := []list{
-				{"RouteAction.rate_limits", r.GetRoute().GetRateLimits(), false},
-				{"VirtualHost.rate_limits", vh.GetRateLimits(), false},
-			}
-			switch {
-			// RateLimitPerRoute.rate_limits (Envoy 1.33+) replaces the filter's, the route's
-			// and the virtual host's lists, and is where per-entry hits_addend works.
-			case len(perRoute.GetRateLimits()) > 0:
-				lists = []list{{"typed_per_filter_config RateLimitPerRoute.rate_limits", perRoute.GetRateLimits(), true}}
-			// RateLimit.rate_limits on the filter replaces the route's and virtual host's.
-			case len(filter.GetRateLimits()) > 0:
-				lists = []list{{"filter " + filterName + " rate_limits", filter.GetRateLimits(), true}}
-			default:
-				lists = routeLists[:1]
-				// The virtual host's list applies unless the route has its own (OVERRIDE, the
-				// default) or the per-route config says INCLUDE or IGNORE.
-				switch perRoute.GetVhRateLimits() {
-				case ratelimitv3.RateLimitPerRoute_INCLUDE:
-					lists = routeLists
-				case ratelimitv3.RateLimitPerRoute_OVERRIDE:
-					if len(r.GetRoute().GetRateLimits()) == 0 {
-						lists = routeLists[1:]
-					}
-				}
-				routeLists = nil
-			}
-			for _, ignored := range routeLists {
-				if len(ignored.entries) > 0 {
-					t.Errorf("%s: %s is ignored by Envoy because %s is set; merge them", where, ignored.name, lists[0].name)
-				}
+			for _, l := range ignored {
+				t.Errorf("%s: %s is ignored by Envoy because %s is set; merge them", where, l.Name, lists[0].Name)
 			}
 			for _, l := range lists {
-				for i, rl := range l.entries {
-					source := fmt.Sprintf("%s: %s[%d]", where, l.name, i)
-					if rl.GetStage().GetValue() != filter.GetStage() {
-						t.Errorf("%s: stage %d, but the rate limit filter runs stage %d", source, rl.GetStage().GetValue(), filter.GetStage())
+				for i, rl := range l.Entries {
+					source := fmt.Sprintf("%s: %s[%d]", where, l.Name, i)
+					if rl.GetStage().GetValue() != filter.Config.GetStage() {
+						t.Errorf("%s: stage %d, but the rate limit filter runs stage %d", source, rl.GetStage().GetValue(), filter.Config.GetStage())
 						continue
 					}
-					if rl.GetHitsAddend() != nil && !l.costs {
-						t.Errorf("%s: Envoy ignores hits_addend in %s; set it in the route's typed_per_filter_config (RateLimitPerRoute.rate_limits)", source, l.name)
+					if rl.GetHitsAddend() != nil && !l.Costs {
+						t.Errorf("%s: Envoy ignores hits_addend in %s; set it in the route's typed_per_filter_config (RateLimitPerRoute.rate_limits)", source, l.Name)
 					}
 					if rl.GetLimit() != nil {
 						t.Fatalf("%s: a limit override replaces the configured limit; the drift check does not model it", source)
@@ -251,22 +209,6 @@ func routeShapes(t *testing.T, cm connManager) []shape {
 		}
 	}
 	return out
-}
-
-// perRouteConfig returns the most specific RateLimitPerRoute for filterName (the route's, else
-// the virtual host's), or nil.
-func perRouteConfig(t *testing.T, filterName string, r *routev3.Route, vh *routev3.VirtualHost) *ratelimitv3.RateLimitPerRoute {
-	t.Helper()
-	for _, cfg := range []map[string]*anypb.Any{r.GetTypedPerFilterConfig(), vh.GetTypedPerFilterConfig()} {
-		if a := cfg[filterName]; a != nil {
-			pr := &ratelimitv3.RateLimitPerRoute{}
-			if err := a.UnmarshalTo(pr); err != nil {
-				t.Fatalf("route %q: typed_per_filter_config[%q]: %v", r.GetName(), filterName, err)
-			}
-			return pr
-		}
-	}
-	return nil
 }
 
 // actionPart is the descriptor entry one action appends, with Envoy's default keys.

@@ -6,7 +6,6 @@
 package envoy_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,23 +14,12 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
-	"gopkg.in/yaml.v3"
 
-	// Every typed_config in the bootstraps names one of these types. protojson resolves an Any
-	// through protoregistry.GlobalTypes, which the generated packages fill in at init, so each
-	// extension the files use must be imported here; a missing one fails the parse with
-	// "unable to resolve".
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"github.com/sluicehq/sluice/internal/envoyrl"
 )
 
 // bootstrapFile is one Envoy bootstrap from envoy/, parsed.
@@ -54,28 +42,18 @@ func loadBootstraps(t *testing.T) []bootstrapFile {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc, err := yamlToJSONValue(data)
+		ok, err := envoyrl.IsBootstrap(data)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		top, ok := doc.(map[string]any)
 		if !ok {
 			continue
 		}
-		if _, ok := top["static_resources"]; !ok {
-			if _, ok := top["dynamic_resources"]; !ok {
-				continue
-			}
-		}
-		js, err := json.Marshal(doc)
+		// Envoy's own loader: unknown fields are an error, and every Any must resolve to a
+		// registered type.
+		b, err := envoyrl.ParseBootstrap(data)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
-		}
-		b := &bootstrapv3.Bootstrap{}
-		// The defaults are what Envoy does: unknown fields are an error, and every Any must
-		// resolve to a registered type.
-		if err := protojson.Unmarshal(js, b); err != nil {
-			t.Fatalf("%s: not a valid envoy.config.bootstrap.v3.Bootstrap: %v", name, err)
 		}
 		files = append(files, bootstrapFile{name: name, b: b})
 	}
@@ -93,55 +71,6 @@ func bootstrap(t *testing.T, files []bootstrapFile, name string) *bootstrapv3.Bo
 		t.Fatalf("%s is missing from envoy/", name)
 	}
 	return files[i].b
-}
-
-// yamlToJSONValue decodes one YAML document (anchors and aliases resolved, as Envoy's loader
-// does) into values that encoding/json can marshal.
-func yamlToJSONValue(data []byte) (any, error) {
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, err
-	}
-	return jsonValue(v)
-}
-
-func jsonValue(v any) (any, error) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			c, err := jsonValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			v[k] = c
-		}
-		return v, nil
-	case map[any]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			s, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("mapping key %v (%T) is not a string", k, k)
-			}
-			c, err := jsonValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", s, err)
-			}
-			m[s] = c
-		}
-		return m, nil
-	case []any:
-		for i, e := range v {
-			c, err := jsonValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			v[i] = c
-		}
-		return v, nil
-	default:
-		return v, nil
-	}
 }
 
 // deepCheck runs the protoc-gen-validate rules of m and of every message packed in an Any
