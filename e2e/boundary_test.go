@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestWindowBoundaryBurst: a client that spends the whole limit just before
+// a window boundary and tries again just after it. Envoy's requests for
+// /demo carry [("generic_key", "demo")]; its limit is L per 2 s. A fixed
+// window (as envoyproxy/ratelimit counts) admits 2L within moments; a
+// sliding window admits only what the previous window's weight has given
+// back, and a token bucket only what it refilled.
+func TestWindowBoundaryBurst(t *testing.T) {
+	const limit = 40
+	const window = 2 * time.Second
+	redis := redistest.Start(t)
+	req := traffic(t, 500, func(k int) envoyrl.Request {
+		return envoyrl.Request{Path: "/demo", Header: client(k), Peer: balancer}
+	})
+	for _, alg := range []string{"fixed_window", "sliding_window", "token_bucket"} {
+		t.Run(alg, func(t *testing.T) {
+			cfg := writeConfig(t, fmt.Sprintf(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unlimited: true}
+  - key: generic_key
+    value: demo
+    rate_limit: {name: demo, unit: second, unit_multiplier: 2, requests_per_unit: %d, algorithm: %s}
+`, limit, alg))
+			server := startServer(t, "server", "-config", cfg, "-redis-url", redis.URL(), "-key-prefix", "sluice:"+alg+":", "-store-timeout", "1s")
+			target := []rlsv3.RateLimitServiceClient{server.client(t)}
+			burst := func() loadResult {
+				return load{targets: target, callers: 64, duration: 5 * time.Second, total: 2 * limit, keys: 500, request: req}.run(context.Background())
+			}
+			// Both bursts must land whole on their side of the boundary; on a
+			// machine too slow for that at one boundary, try the next.
+			for attempt := 1; ; attempt++ {
+				boundary := nextBoundary(window, 400*time.Millisecond)
+				time.Sleep(time.Until(boundary.Add(-300 * time.Millisecond)))
+				start := time.Now()
+				before := burst()
+				beforeEnd := start.Add(before.elapsed)
+				time.Sleep(time.Until(boundary.Add(10 * time.Millisecond)))
+				after := burst()
+				span := time.Since(start)
+				if before.errs+after.errs > 0 {
+					t.Fatalf("errors: %v %v", before.firstErr, after.firstErr)
+				}
+				if !beforeEnd.Before(boundary) || span > window-200*time.Millisecond {
+					if attempt == 3 {
+						t.Fatalf("three attempts, and the bursts never fitted either side of a boundary (last: first burst %v, both %v)", before.elapsed, span)
+					}
+					continue
+				}
+				got := before.ok + after.ok
+				t.Logf("%s: %d admitted before the boundary, %d after, %d in %v", alg, before.ok, after.ok, got, span)
+				switch alg {
+				case "fixed_window":
+					if before.ok != limit || after.ok != limit {
+						t.Errorf("fixed_window admitted %d + %d across the boundary; want %d + %d: twice the limit within %v", before.ok, after.ok, limit, limit, span)
+					}
+				default:
+					// Since the first request, at most limit + limit·span/window
+					// more can be spent: the sliding window gives back the previous
+					// window's weight linearly, the bucket refills at limit/window.
+					bound := limit + int(math.Ceil(limit*span.Seconds()/window.Seconds()))
+					if before.ok != limit || got > bound {
+						t.Errorf("%s admitted %d + %d within %v; want %d before and at most %d in all", alg, before.ok, after.ok, span, limit, bound)
+					}
+				}
+				return
+			}
+		})
+	}
+}
+
+// nextBoundary returns the next epoch-aligned boundary of windows of length
+// w that is at least lead away.
+func nextBoundary(w, lead time.Duration) time.Time {
+	b := time.Now().Truncate(w).Add(w)
+	if time.Until(b) < lead {
+		b = b.Add(w)
+	}
+	return b
+}
