@@ -26,6 +26,16 @@ type load struct {
 	request  func(key int) *rlsv3.RateLimitRequest
 	// timeout bounds each call, as Envoy's filter timeout does. Default 1s.
 	timeout time.Duration
+	// trace keeps every answer in loadResult.events.
+	trace bool
+}
+
+// event is one answer of a traced load.
+type event struct {
+	at, latency time.Duration // sent at, from the start of the load
+	key         int
+	resp        *rlsv3.RateLimitResponse
+	err         error
 }
 
 // loadResult counts what a load got back.
@@ -39,6 +49,7 @@ type loadResult struct {
 	sentAt    [][][]time.Duration
 	latencies []time.Duration
 	elapsed   time.Duration
+	events    []event // with trace, in the order sent
 }
 
 func (l load) run(ctx context.Context) loadResult {
@@ -72,7 +83,9 @@ func (l load) run(ctx context.Context) loadResult {
 					return
 				}
 				key := rng.IntN(l.keys)
-				cctx, ccancel := context.WithTimeout(ctx, l.timeout)
+				// Not ctx's child: ending the load stops new requests, not
+				// the ones in flight.
+				cctx, ccancel := context.WithTimeout(context.Background(), l.timeout)
 				t0 := time.Now()
 				resp, err := l.targets[target].ShouldRateLimit(cctx, l.request(key))
 				lat := time.Since(t0)
@@ -81,6 +94,9 @@ func (l load) run(ctx context.Context) loadResult {
 				r.sentByTarget[target][key]++
 				r.sentAt[target][key] = append(r.sentAt[target][key], t0.Sub(start))
 				r.latencies = append(r.latencies, lat)
+				if l.trace {
+					r.events = append(r.events, event{at: t0.Sub(start), latency: lat, key: key, resp: resp, err: err})
+				}
 				switch {
 				case err != nil:
 					r.errs++
@@ -112,6 +128,7 @@ func (l load) run(ctx context.Context) loadResult {
 			out.firstErr = r.firstErr
 		}
 		out.latencies = append(out.latencies, r.latencies...)
+		out.events = append(out.events, r.events...)
 		for k, n := range r.okByKey {
 			out.okByKey[k] += n
 		}
@@ -123,6 +140,7 @@ func (l load) run(ctx context.Context) loadResult {
 		}
 	}
 	slices.Sort(out.latencies)
+	slices.SortFunc(out.events, func(a, b event) int { return int(a.at - b.at) })
 	for _, byKey := range out.sentAt {
 		for _, at := range byKey {
 			slices.Sort(at)

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+// TestRedisOutage: Redis killed and restarted under load, once per
+// -failure-mode. While it is away no reply waits longer than the store
+// timeout (plus a margin for a loaded machine: a hang would be seconds),
+// every reply follows the failure mode, and once it is back the server
+// decides on it again without a restart.
+func TestRedisOutage(t *testing.T) {
+	const (
+		localShare   = 0.5
+		storeTimeout = 50 * time.Millisecond
+		margin       = 500 * time.Millisecond
+		clients      = 40
+	)
+	req := traffic(t, clients, func(k int) envoyrl.Request {
+		return envoyrl.Request{Path: "/", Header: client(k), Peer: balancer}
+	})
+	for _, mode := range []string{"allow", "deny", "error", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			// No client reaches its limit before the outage (a used-up key
+			// is answered from the flag cache, without the store), except
+			// that in mode local the fallback's share of 100 is within
+			// reach of the load while Redis is away.
+			limit := 1_000_000
+			if mode == "local" {
+				limit = 100
+			}
+			cfg := writeConfig(t, fmt.Sprintf(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-client, unit: hour, requests_per_unit: %d}
+`, limit))
+			redis := redistest.Start(t)
+			server := startServer(t, "server", "-config", cfg, "-redis-url", redis.URL(), "-failure-mode", mode,
+				"-store-timeout", storeTimeout.String(), "-local-share", fmt.Sprint(localShare), "-breaker-cooldown", "200ms")
+			target := []rlsv3.RateLimitServiceClient{server.client(t)}
+
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan loadResult)
+			go func() {
+				done <- load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true}.run(ctx)
+			}()
+			start := time.Now()
+			time.Sleep(300 * time.Millisecond)
+			killed := time.Since(start)
+			redis.Kill()
+			time.Sleep(time.Second)
+			restarted := time.Since(start)
+			redis.Restart(t)
+			waitFor(t, 15*time.Second, "the server to use Redis again", func() bool {
+				return server.metric(t, "sluice_store_up") == 1
+			})
+			decided := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore)
+			time.Sleep(300 * time.Millisecond)
+			stop()
+			res := <-done
+			if n := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore); n <= decided {
+				t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
+			}
+
+			admittedDown := map[int]int{}
+			var outage, slowest time.Duration
+			n := 0
+			for _, e := range res.events {
+				if e.latency > slowest {
+					slowest = e.latency
+				}
+				if e.at < killed || e.at+e.latency > restarted {
+					continue // sent before the kill, or answered after the restart
+				}
+				n++
+				outage = max(outage, e.latency)
+				code := status.Code(e.err)
+				switch mode {
+				case "allow":
+					if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+						t.Fatalf("-failure-mode allow, Redis down: %v %v; want OK", e.resp.GetOverallCode(), e.err)
+					}
+				case "deny":
+					if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(e.resp, rls.HeaderReason) != "rate limit store unavailable" {
+						t.Fatalf("-failure-mode deny, Redis down: %v %v, reason %q; want OVER_LIMIT saying the store is unavailable",
+							e.resp.GetOverallCode(), e.err, header(e.resp, rls.HeaderReason))
+					}
+				case "error":
+					if code != codes.Unavailable {
+						t.Fatalf("-failure-mode error, Redis down: %v; want gRPC UNAVAILABLE", e.err)
+					}
+				case "local":
+					if e.err != nil {
+						t.Fatalf("-failure-mode local, Redis down: %v", e.err)
+					}
+					if e.resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+						admittedDown[e.key]++
+					}
+				}
+			}
+			if n == 0 {
+				t.Fatal("no request was answered while Redis was down")
+			}
+			if mode == "local" {
+				share, most := int(float64(limit)*localShare), 0
+				for k, got := range admittedDown {
+					most = max(most, got)
+					if got > share {
+						t.Errorf("-failure-mode local: client %d admitted %d times while Redis was down; want at most %d (local share %v of %d)", k, got, share, localShare, limit)
+					}
+				}
+				t.Logf("local: at most %d admitted per client while Redis was down (share %d)", most, share)
+			}
+			t.Logf("%s: %d answers while Redis was down, the slowest in %v; slowest of all %v (store timeout %v)", mode, n, outage, slowest, storeTimeout)
+			if slowest > storeTimeout+margin {
+				t.Errorf("slowest reply %v; want within the store timeout %v (+%v margin)", slowest, storeTimeout, margin)
+			}
+		})
+	}
+}
+
+// header returns the value of header name that resp asks Envoy to add.
+func header(resp *rlsv3.RateLimitResponse, name string) string {
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		if h.GetKey() == name {
+			return h.GetValue()
+		}
+	}
+	return ""
+}
