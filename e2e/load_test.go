@@ -182,3 +182,10 @@ func descriptors(domain string, kv ...string) *rlsv3.RateLimitRequest {
 	}
 	return req
 }
+
+// sorted returns d sorted.
+func sorted(d []time.Duration) []time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d
+}

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestFlooderSparesOthers: one client ignores its 429s and floods with 32
+// connections' worth of callers while eight well-behaved clients each spend
+// their burst (the per-client limit of envoy/ratelimit-config: 20 a second,
+// bursts of 40). The flood is answered from the flag cache, so the others
+// keep their full allowance, and their p99 latency stays within a bound
+// stated against the same clients' p99 without the flood: 4 × + 10 ms (the
+// flood competes with them for the two cores, not for the store).
+func TestFlooderSparesOthers(t *testing.T) {
+	const burst, wellBehaved = 40, 8
+	redis := redistest.Start(t)
+	server := startServer(t, "server", "-config", edgeConfig, "-redis-url", redis.URL(), "-store-timeout", "1s")
+	// Keys 0..7 and 8..15: well-behaved clients without and with the
+	// flood; key 16: the flooder.
+	req := traffic(t, 2*wellBehaved+1, func(k int) envoyrl.Request {
+		return envoyrl.Request{Path: "/", Header: client(k), Peer: balancer}
+	})
+	target := server.client(t)
+	// wellBehavedRun has each of 8 clients send its burst, one request at
+	// a time, and returns their latencies and what each was admitted.
+	wellBehavedRun := func(first int) ([]time.Duration, []int) {
+		var mu sync.Mutex
+		var lat []time.Duration
+		admitted := make([]int, wellBehaved)
+		var wg sync.WaitGroup
+		for c := range wellBehaved {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 1, duration: time.Minute, total: burst,
+					request: func(int) *rlsv3.RateLimitRequest { return req(first + c) }}.run(context.Background())
+				mu.Lock()
+				defer mu.Unlock()
+				lat = append(lat, res.latencies...)
+				admitted[c] = res.ok
+			}()
+		}
+		wg.Wait()
+		return lat, admitted
+	}
+
+	baseLat, baseAdmitted := wellBehavedRun(0)
+
+	ctx, stop := context.WithCancel(context.Background())
+	flood := make(chan loadResult)
+	go func() {
+		flood <- load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
+			request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.run(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond) // the flood is on
+	floodLat, floodAdmitted := wellBehavedRun(wellBehaved)
+	stop()
+	f := <-flood
+
+	for c := range wellBehaved {
+		if baseAdmitted[c] != burst || floodAdmitted[c] != burst {
+			t.Errorf("well-behaved client %d: %d then, under the flood, %d of its %d admitted; want all", c, baseAdmitted[c], floodAdmitted[c], burst)
+		}
+	}
+	if f.ok > burst+int(20*f.elapsed.Seconds())+1 {
+		t.Errorf("the flooder was admitted %d times in %v; its limit allows %d + 20/s", f.ok, f.elapsed, burst)
+	}
+	base, under := p99(baseLat), p99(floodLat)
+	bound := 4*base + 10*time.Millisecond
+	t.Logf("flooder: %d requests (%.0f/s), %d admitted; well-behaved p99 %v alone, %v under the flood (bound %v)",
+		f.sent, float64(f.sent)/f.elapsed.Seconds(), f.ok, base, under, bound)
+	if under > bound {
+		t.Errorf("well-behaved clients' p99 under the flood %v; want at most %v (4 × %v alone + 10ms)", under, bound, base)
+	}
+}
+
+// p99 is the 99th percentile of latencies.
+func p99(latencies []time.Duration) time.Duration {
+	return loadResult{latencies: sorted(latencies)}.quantile(0.99)
+}
