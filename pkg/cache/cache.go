@@ -144,6 +144,17 @@ func (c *OverLimit) Remove(key string) {
 	s.mu.Unlock()
 }
 
+// Purge drops every flag: for a caller whose limits changed, since a flag
+// repeats an answer given under the old ones.
+func (c *OverLimit) Purge() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.lru.Purge()
+		s.mu.Unlock()
+	}
+}
+
 // Len returns the number of keys held, including expired flags that no Until
 // has removed yet. Each shard is counted under its lock but not all at once, so
 // under concurrent writes the sum is a moment's approximation.

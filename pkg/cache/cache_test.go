@@ -186,3 +186,22 @@ func TestShardPadding(t *testing.T) {
 		t.Errorf("sizeof(shard) = %d; want a multiple of 128 (update the padding)", size)
 	}
 }
+
+func TestPurge(t *testing.T) {
+	c, err := New(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, k := range []string{"a", "b", "c"} {
+		c.Add(k, now.Add(time.Hour))
+	}
+	c.Purge()
+	if _, ok := c.Until("a", now); ok || c.Len() != 0 {
+		t.Errorf("after Purge: Until(a) = %v, Len() = %d; want no flags", ok, c.Len())
+	}
+	c.Add("a", now.Add(time.Hour))
+	if _, ok := c.Until("a", now); !ok {
+		t.Error("a flag added after Purge is lost")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -88,6 +90,12 @@ type Service struct {
 	opts  Options
 	logs  *logLimiter
 	texts textCache
+
+	// flagsCfg is the config the flag cache's entries were decided under:
+	// a flag repeats an answer of its limits, so a new config purges them.
+	// flagsMu orders a purge against flags being added (read-locked).
+	flagsCfg atomic.Pointer[config.Config]
+	flagsMu  sync.RWMutex
 }
 
 // New returns a Service.
@@ -220,6 +228,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 	if cfg == nil {
 		return &decision{}, nil, errNoConfig
 	}
+	s.flagsFollow(cfg)
 	d := s.plan(cfg, req)
 	if record {
 		for i := range d.batch.Items {
@@ -243,11 +252,29 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 			d.tier = TierStore
 		}
 		d.batch.Unavailable = d.store.Unavailable
-		s.flag(&d.store, now)
+		s.flag(cfg, &d.store, now)
 	}
 	resp := s.reply(d, req, forClient)
 	s.observe(d)
 	return d, resp, nil
+}
+
+// flagsFollow purges the flag cache when cfg, the current config, is not
+// the one its flags were decided under: a reload that raises a limit takes
+// effect at once rather than when the flags expire. Requests still on an
+// older snapshot never purge (nor add flags, see flag).
+func (s *Service) flagsFollow(cfg *config.Config) {
+	if s.opts.Cache == nil || s.flagsCfg.Load() == cfg || s.opts.Config() != cfg {
+		return
+	}
+	s.flagsMu.Lock()
+	defer s.flagsMu.Unlock()
+	if s.flagsCfg.Load() != cfg {
+		if s.flagsCfg.Load() != nil {
+			s.opts.Cache.Purge()
+		}
+		s.flagsCfg.Store(cfg)
+	}
 }
 
 // fromCache answers the request from the flag cache when one of its
@@ -285,10 +312,15 @@ func (s *Service) fromCache(d *decision, now time.Time) bool {
 // time, so a flood from one client costs no more store calls. Only items
 // denied on their own are flagged, never one the request's other limits
 // vetoed, and never a shadow item.
-func (s *Service) flag(b *Batch, now time.Time) {
+func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 	c := s.opts.Cache
 	if c == nil || b.Degraded {
 		return
+	}
+	s.flagsMu.RLock()
+	defer s.flagsMu.RUnlock()
+	if s.flagsCfg.Load() != cfg {
+		return // decided on a config that has since been replaced
 	}
 	for i, r := range b.Results {
 		if !r.Allowed && !b.Items[i].Shadow && r.RetryAfter > 0 {

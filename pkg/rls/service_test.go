@@ -440,3 +440,27 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestReloadPurgesFlags: flags repeat answers of the limits they were
+// decided under; once the config changes they are dropped, so a raised
+// limit applies at once.
+func TestReloadPurgesFlags(t *testing.T) {
+	c, err := cache.New(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[config.Config]
+	current.Store(mustConfig(t, testConfig))
+	h := start(t, Options{Cache: c, Config: current.Load})
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}}
+	for range 4 {
+		h.call(t, req)
+	}
+	if c.Len() != 1 {
+		t.Fatalf("%d flags after going over the limit; want 1", c.Len())
+	}
+	current.Store(mustConfig(t, strings.Replace(testConfig, "requests_per_unit: 3, name: per-client", "requests_per_unit: 30, name: per-client", 1)))
+	if resp := h.call(t, req); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("after raising the limit to 30: %s; want OK (the old flag dropped)", codesOf(resp))
+	}
+}
