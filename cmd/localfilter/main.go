@@ -75,7 +75,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Float64Var(&o.fallbackShare, "fallback-share", 0.5, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
 	fs.DurationVar(&o.flushInterval, "flush-interval", 10*time.Millisecond, "async: how often admitted hits are sent upstream")
 	fs.IntVar(&o.batchSize, "batch-size", 256, "async: send early once this many keys have pending hits")
-	fs.IntVar(&o.maxPending, "max-pending", 100_000, "async: keys of unsent hits kept while the upstream is away; beyond, hits are dropped and counted")
+	fs.IntVar(&o.maxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded upstream (async, and either mode while the upstream is away); beyond, hits are dropped and counted")
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
 	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
 	fs.IntVar(&o.cacheSize, "cache-size", 100_000, "keys in the over-limit flag cache; 0 turns it off")
