@@ -57,10 +57,10 @@ descriptors:
 			}()
 			start := time.Now()
 			time.Sleep(300 * time.Millisecond)
-			killed := time.Since(start)
 			redis.Kill()
+			killed := time.Since(start) // requests sent from now on find Redis gone
 			time.Sleep(time.Second)
-			restarted := time.Since(start)
+			restarted := time.Since(start) // answers from now on may come from Redis again
 			redis.Restart(t)
 			waitFor(t, 15*time.Second, "the server to use Redis again", func() bool {
 				return server.metric(t, "sluice_store_up") == 1
