@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,6 +73,18 @@ Targets must be loopback addresses unless -allow-remote. Flags:
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for key choice (caller i draws from PCG(seed, i)): same seed, same keys per caller")
 	fs.IntVar(&o.CacheKeys, "cache-keys", loadgen.DefaultCacheKeys, "prebuild requests for the first N key indexes; higher indexes are built per request")
 	fs.StringVar(&o.RedisAddr, "redis-addr", "", "Redis `host:port` to sample (INFO) before and after the measured phase; reports scripts, commands and read events per request")
+	fs.StringVar(&o.MetricsURL, "metrics-url", "", "the server's Prometheus `url` (http://127.0.0.1:8080/metrics): its "+loadgen.RoundTripsMetric+" is sampled around the measured phase, Redis round trips as its go-redis hook counts them")
+	fs.Func("cpu-pids", "comma-separated `pids` of server-side processes whose CPU time per request is reported (Linux)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || pid <= 0 {
+				return fmt.Errorf("pid %q", f)
+			}
+			o.CPUPids = append(o.CPUPids, pid)
+		}
+		return nil
+	})
+	fs.StringVar(&o.Label, "label", "", "a name for the run, kept in its result (benchmark scripts)")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback -target or -redis-addr (forbidden by this machine's policy)")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as one JSON object on stdout")
 	fs.StringVar(&cfg.serveNoop, "serve-noop", "", "serve the do-nothing RLS handler on `addr` (e.g. 127.0.0.1:9999) until interrupted, instead of driving a target")

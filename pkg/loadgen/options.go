@@ -65,8 +65,17 @@ type Options struct {
 	// RedisAddr, if set, is a Redis (host:port, loopback unless AllowRemote)
 	// sampled before and after the measured phase; see [RedisFigures].
 	RedisAddr string
-	// AllowRemote permits non-loopback Target and RedisAddr. This machine's
-	// policy forbids it; it exists for other machines.
+	// MetricsURL, if set, is the server's Prometheus endpoint
+	// (http://host:port/metrics, loopback unless AllowRemote), whose
+	// RoundTripsMetric is sampled before and after the measured phase.
+	MetricsURL string
+	// CPUPids are processes (the server side) whose CPU time over the
+	// measured phase is reported per request. Linux only.
+	CPUPids []int
+	// Label names the run in its Result, for benchmark scripts.
+	Label string
+	// AllowRemote permits non-loopback Target, RedisAddr and MetricsURL.
+	// This machine's policy forbids it; it exists for other machines.
 	AllowRemote bool
 }
 

@@ -17,6 +17,7 @@ import (
 // Result is what one run measured. Its JSON form (WriteJSON) is one object
 // per run, for benchmark scripts to collect as rows.
 type Result struct {
+	Label       string  `json:"label,omitempty"`
 	Target      string  `json:"target"`
 	Mode        string  `json:"mode"` // "closed" or "open"
 	Rate        float64 `json:"rate,omitempty"`
@@ -56,6 +57,12 @@ type Result struct {
 	ClientAllocsPerReq float64 `json:"client_allocs_per_req"`
 
 	Redis *RedisFigures `json:"redis,omitempty"`
+	// RoundTripsPerReq is the server's RoundTripsMetric over the measured
+	// phase per request (Options.MetricsURL).
+	RoundTripsPerReq *float64 `json:"round_trips_per_req,omitempty"`
+	// CPUMicrosPerReq is, per Options.CPUPids entry, that process's CPU
+	// time over the measured phase per request, in µs.
+	CPUMicrosPerReq []float64 `json:"cpu_us_per_req,omitempty"`
 
 	// The merged histograms, for callers that want more than the summary.
 	Latencies        *Histogram `json:"-"`
@@ -185,6 +192,16 @@ func (r *Result) WriteText(w io.Writer) error {
 			}
 			b.WriteString("\n")
 		}
+	}
+	if r.RoundTripsPerReq != nil {
+		fmt.Fprintf(&b, "server: Redis round trips per request %.4f (%s)\n", *r.RoundTripsPerReq, RoundTripsMetric)
+	}
+	if len(r.CPUMicrosPerReq) > 0 {
+		b.WriteString("server-side CPU per request:")
+		for _, us := range r.CPUMicrosPerReq {
+			fmt.Fprintf(&b, " %.1fµs", us)
+		}
+		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

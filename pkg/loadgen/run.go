@@ -56,6 +56,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 
+	var metrics *metricsSampler
+	if opts.MetricsURL != "" {
+		if metrics, err = newMetricsSampler(ctx, opts.MetricsURL, opts.AllowRemote); err != nil {
+			return nil, err
+		}
+	}
+
 	reqs := newRequestSet(tmpl, opts.Domain, opts.HitsAddend, opts.Keys, opts.CacheKeys)
 	conns, err := dialAll(ctx, target, opts.Conns)
 	if err != nil {
@@ -97,12 +104,41 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	var trips0 float64
+	if metrics != nil {
+		if trips0, err = metrics.sample(ctx); err != nil {
+			return nil, err
+		}
+	}
+	cpu0, err := cpuTimes(opts.CPUPids)
+	if err != nil {
+		return nil, err
+	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	elapsed, scheduled := runPhase(ctx, callers, opts.Duration, opts.Requests, opts.Rate)
 	runtime.ReadMemStats(&ms1)
+	cpu1, cpuErr := cpuTimes(opts.CPUPids)
 
 	res := newResult(opts, target, callers, elapsed, scheduled)
+	res.Label = opts.Label
+	if cpuErr != nil {
+		return res, cpuErr
+	}
+	if len(opts.CPUPids) > 0 && res.Sent > 0 {
+		res.CPUMicrosPerReq = make([]float64, len(cpu0))
+		for i := range cpu0 {
+			res.CPUMicrosPerReq[i] = float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(res.Sent)
+		}
+	}
+	if metrics != nil && res.Sent > 0 {
+		trips1, err := metrics.sample(context.WithoutCancel(ctx))
+		if err != nil {
+			return res, err
+		}
+		per := (trips1 - trips0) / float64(res.Sent)
+		res.RoundTripsPerReq = &per
+	}
 	res.Interrupted = ctx.Err() != nil
 	if res.Sent > 0 {
 		res.ClientAllocsPerReq = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Sent)
