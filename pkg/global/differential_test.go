@@ -119,3 +119,73 @@ func abs(x int64) int64 {
 	}
 	return x
 }
+
+// TestDifferentialFusedRequests: a writer fuses the requests queued
+// together into one script call. Random batches of requests (keys repeated
+// within and across requests, every algorithm, costs, shadow and Force
+// items, each request at its own injected time) go through one fused call
+// and, one by one, through the in-memory store: the results must agree, as
+// if each request had been its own call.
+func TestDifferentialFusedRequests(t *testing.T) {
+	srv := redistest.Start(t)
+	rs, err := NewRedis(RedisOptions{Client: srv.Client(t), InjectTime: true, Timeout: 5e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	mem, err := NewMemory(MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	var params []algorithm.Params
+	for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
+		params = append(params,
+			algorithm.Params{Kind: kind, Limit: 5, Window: 3600 * sec, Burst: 4},
+			algorithm.Params{Kind: kind, Limit: 40, Window: 7200 * sec, Burst: 40})
+	}
+	now := int64(1_780_000_003)*sec + rng.Int64N(sec)
+	fused, compared := 0, 0
+	for round := 0; round < 300; round++ {
+		var batch []*call
+		var requests [][]Item
+		var want [][]Result
+		for range 1 + rng.IntN(10) {
+			now += rng.Int64N(sec)
+			items := make([]Item, 1+rng.IntN(3))
+			for i := range items {
+				k := rng.IntN(2 * len(params)) // two keys per limit, so requests collide
+				items[i] = Item{Key: Key(prefix, fmt.Sprint(k)), Params: params[k%len(params)], Cost: rng.Int64N(3), Shadow: rng.IntN(8) == 0}
+				if rng.IntN(10) == 0 {
+					items[i].Mode = algorithm.Force
+				}
+			}
+			w := make([]Result, len(items))
+			if err := mem.DecideAt(items, w, now); err != nil {
+				t.Fatal(err)
+			}
+			requests, want = append(requests, items), append(want, w)
+			batch = append(batch, rs.decideCall(items, now))
+		}
+		rs.exec(batch)
+		fused++
+		for i, c := range batch {
+			if c.err != nil {
+				t.Fatalf("round %d request %d: %v", round, i, c.err)
+			}
+			got := make([]Result, len(requests[i]))
+			if _, err := readDecide(c.reply, requests[i], got); err != nil {
+				t.Fatal(err)
+			}
+			for j := range got {
+				g, w := got[j], want[i][j]
+				compared++
+				if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1000 || abs(g.ResetAfter-w.ResetAfter) > 1000 {
+					t.Fatalf("round %d request %d item %d (%+v): fused lua %+v; memory %+v", round, i, j, requests[i][j], g, w)
+				}
+			}
+		}
+	}
+	t.Logf("%d fused calls, %d decisions, all equal", fused, compared)
+}

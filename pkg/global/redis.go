@@ -42,12 +42,15 @@ type RedisOptions struct {
 	InjectTime bool
 }
 
-// Redis decides on a shared Redis: each request is one atomic Lua script
-// call (per Cluster slot), and concurrent calls are coalesced into
-// pipelines by a small set of writers: a writer takes the first waiting
-// call, then every call already queued behind it up to MaxBatch, and
-// sends them as one pipeline. Under load a round trip carries many
-// decisions; with a single caller it carries one, with no added wait.
+// Redis decides on a shared Redis: each request is decided atomically by
+// the Lua decide script (per Cluster slot), and concurrent requests are
+// coalesced by a small set of writers: a writer takes the first waiting
+// call, then every call already queued behind it up to MaxBatch, and sends
+// them in one round trip, the requests of one slot (all of them on a single
+// node) as one script call that decides them one after the other, each all
+// or nothing, with one TIME and one MGET for the lot. Under load a round
+// trip carries many decisions; with a single caller it carries one, with
+// no added wait.
 //
 // Requests whose limits live in different Cluster slots are decided per
 // slot; if one slot's limits reject the request, what the others took is
@@ -66,7 +69,10 @@ type Redis struct {
 	calls   sync.Pool
 }
 
-// call is one script call waiting for a writer.
+// call is one script call waiting for a writer. A decide call (script
+// r.decide) carries one request, args being its part of the script's
+// arguments (now, item count, items); the writer fuses the decide calls of
+// a batch into one script call per slot.
 type call struct {
 	script *redis.Script
 	keys   []string
@@ -172,6 +178,15 @@ func sameSlot(items []Item) bool {
 // decideGroup runs the decide script on items, which share a slot, and
 // returns the `now` the script decided at.
 func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64) (int64, error) {
+	reply, err := r.run(ctx, r.decideCall(items, now))
+	if err != nil {
+		return 0, err
+	}
+	return readDecide(reply, items, out)
+}
+
+// decideCall is the call that decides items: one request.
+func (r *Redis) decideCall(items []Item, now int64) *call {
 	c := r.calls.Get().(*call)
 	c.script = r.decide
 	c.keys = c.keys[:0]
@@ -181,6 +196,7 @@ func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now
 	} else {
 		c.args = append(c.args, "")
 	}
+	c.args = append(c.args, len(items))
 	for i := range items {
 		it := &items[i]
 		flags := 0
@@ -193,10 +209,11 @@ func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now
 		c.keys = append(c.keys, it.Key)
 		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, flags)
 	}
-	reply, err := r.run(ctx, c)
-	if err != nil {
-		return 0, err
-	}
+	return c
+}
+
+// readDecide reads a decide call's reply into out and returns its now.
+func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 	if len(reply) != 1+4*len(items) {
 		return 0, fmt.Errorf("redis store: decide replied %d values for %d items", len(reply), len(items))
 	}
@@ -257,15 +274,59 @@ func (r *Redis) write() {
 	}
 }
 
-// exec sends batch as one pipeline of EVALSHA, and those that found the
-// script cache empty (NOSCRIPT) again as EVAL.
+// fused is one script call of a pipeline: the decide calls of a batch
+// that share a slot (all of them on a single node) as one call, or one
+// other call as it is.
+type fused struct {
+	script *redis.Script
+	decide bool
+	calls  []*call
+	keys   []string
+	args   []any
+}
+
+// fuse groups batch into script calls.
+func (r *Redis) fuse(batch []*call) []*fused {
+	var out []*fused
+	bySlot := map[uint16]*fused{}
+	for _, c := range batch {
+		if c.script != r.decide {
+			out = append(out, &fused{script: c.script, calls: []*call{c}, keys: c.keys, args: c.args})
+			continue
+		}
+		var s uint16
+		if r.opts.Cluster {
+			s = slot(c.keys[0]) // a decide call's keys share one slot
+		}
+		f := bySlot[s]
+		if f == nil {
+			f = &fused{script: r.decide, decide: true, args: []any{0}}
+			bySlot[s] = f
+			out = append(out, f)
+		}
+		f.calls = append(f.calls, c)
+		f.keys = append(f.keys, c.keys...)
+		f.args = append(f.args, c.args...)
+	}
+	for _, f := range out {
+		if f.decide {
+			f.args[0] = len(f.calls)
+		}
+	}
+	return out
+}
+
+// exec sends batch as one pipeline of EVALSHA (decide calls fused, see
+// fuse), and those that found the script cache empty (NOSCRIPT) again as
+// EVAL.
 func (r *Redis) exec(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(batch))
+	groups := r.fuse(batch)
+	cmds := make([]*redis.Cmd, len(groups))
 	pipe := r.client.Pipeline()
-	for i, c := range batch {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	for i, f := range groups {
+		cmds[i] = f.script.EvalSha(ctx, pipe, f.keys, f.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var retry []int
@@ -274,18 +335,42 @@ func (r *Redis) exec(batch []*call) {
 			retry = append(retry, i)
 			continue
 		}
-		batch[i].reply, batch[i].err = decodeInts(cmd)
+		groups[i].answer(decodeInts(cmd))
 	}
 	if len(retry) == 0 {
 		return
 	}
 	pipe = r.client.Pipeline()
 	for _, i := range retry {
-		cmds[i] = batch[i].script.Eval(ctx, pipe, batch[i].keys, batch[i].args...)
+		cmds[i] = groups[i].script.Eval(ctx, pipe, groups[i].keys, groups[i].args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
-		batch[i].reply, batch[i].err = decodeInts(cmds[i])
+		groups[i].answer(decodeInts(cmds[i]))
+	}
+}
+
+// answer hands each call of f its part of the reply: a decide call's is
+// now and four values per item.
+func (f *fused) answer(reply []int64, err error) {
+	if err == nil && f.decide {
+		pos := 0
+		for _, c := range f.calls {
+			n := 1 + 4*len(c.keys)
+			if pos+n > len(reply) {
+				break
+			}
+			c.reply = reply[pos : pos+n : pos+n]
+			pos += n
+		}
+		if pos == len(reply) {
+			return
+		}
+		err = fmt.Errorf("redis store: decide replied %d values for %d requests", len(reply), len(f.calls))
+		reply = nil
+	}
+	for _, c := range f.calls {
+		c.reply, c.err = reply, err
 	}
 }
 

@@ -45,6 +45,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 			}
 			var next atomic.Int64
 			next.Store(-1)
+			client.ConfigResetStat(context.Background())
 			b.ReportAllocs()
 			b.ResetTimer()
 			var wg sync.WaitGroup
@@ -71,6 +72,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "trips/decision")
+			b.ReportMetric(scriptUsec(b, client)/float64(b.N), "redis-µs/decision")
 		})
 	}
 }

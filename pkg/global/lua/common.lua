@@ -40,9 +40,30 @@ local FIELDS = {
 
 local load_log, store_log -- defined in sliding_log.lua
 
+-- values holds the encoded state of the string-state keys of this call,
+-- key -> string, or false where the key has none: filled by one MGET for
+-- every request of the call (prefetch) and kept current by store_state, so
+-- a request sees what an earlier one of the same call stored.
+local values = {}
+
+local function prefetch(keys)
+  local i = 1
+  while i <= #keys do -- in chunks: unpack is bounded by the Lua stack
+    local chunk = {}
+    for j = i, math.min(i + 999, #keys) do chunk[#chunk + 1] = keys[j] end
+    local got = redis.call('MGET', unpack(chunk))
+    for j = 1, #chunk do values[chunk[j]] = got[j] or false end
+    i = i + #chunk
+  end
+end
+
 local function load_state(item)
   if item.kind == 4 then return load_log(item) end
-  local v = redis.call('GET', item.key)
+  local v = values[item.key]
+  if v == nil then -- not prefetched
+    v = redis.call('GET', item.key) or false
+    values[item.key] = v
+  end
   local st = { exists = false, f = 0, t = 0, a = 0, b = 0 }
   if not v then return st end
   local fields, i = FIELDS[item.kind], 1
@@ -57,11 +78,14 @@ end
 local function store_state(item, st, reset)
   if reset <= 0 then
     redis.call('DEL', item.key)
+    values[item.key] = false
     return
   end
   local ttl = math.ceil(reset / 1000) -- µs to ms, rounded up
   if item.kind == 4 then return store_log(item, st, ttl) end
   local fields, parts = FIELDS[item.kind], {}
   for i = 1, #fields do parts[i] = num(st[fields[i]]) end
-  redis.call('SET', item.key, table.concat(parts, ' '), 'PX', ttl)
+  local v = table.concat(parts, ' ')
+  redis.call('SET', item.key, v, 'PX', ttl)
+  values[item.key] = v
 end
