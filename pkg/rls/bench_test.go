@@ -43,3 +43,31 @@ descriptors:
 		}
 	}
 }
+
+// BenchmarkShouldRateLimitFlood is a flood on one key the flag cache holds
+// as over limit: the 429 reply built without a store call.
+func BenchmarkShouldRateLimitFlood(b *testing.B) {
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-client, unit: hour, requests_per_unit: 1}
+`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := global.NewMemory(global.MemoryOptions{})
+	flags, _ := cache.New(100_000)
+	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}},
+	}}}
+	ctx := context.Background()
+	svc.ShouldRateLimit(ctx, req) // the one admitted
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := svc.ShouldRateLimit(ctx, req)
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			b.Fatal(resp, err)
+		}
+	}
+}

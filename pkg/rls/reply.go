@@ -38,7 +38,7 @@ type replySpace struct {
 	statuses [smallRequest]*rlsv3.RateLimitResponse_DescriptorStatus
 	status   [smallRequest]rlsv3.RateLimitResponse_DescriptorStatus
 	reset    [smallRequest]durationpb.Duration
-	headers  [spaceHeaders]*corev3.HeaderValue
+	headers  [5]*corev3.HeaderValue // room for a 429's five
 	values   [spaceHeaders]corev3.HeaderValue
 	used     int // values handed out
 }
@@ -213,24 +213,38 @@ func (s *Service) overLimitHeaders(sp *replySpace, b *Batch, denied []int, text 
 	fired := b.Limits[denied[0]]
 	retry := max(1, ceilSeconds(b.Results[denied[0]].RetryAfter))
 
-	reason := fired.PolicyName()
-	detail := "Rate limit " + strconv.Quote(reason) + " exceeded; retry in " + strconv.FormatInt(retry, 10) + " s."
-	if b.Unavailable {
-		reason = "rate limit store unavailable"
-		detail = "The rate limit store is unavailable and this service denies requests until it returns; retry in " + strconv.FormatInt(retry, 10) + " s."
-	}
 	s.quotaHeaders(sp, b, denied, true, text)
 	resp := &sp.resp
-	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
-		sp.header(HeaderRetryAfter, strconv.FormatInt(retry, 10)),
-		sp.header(HeaderReason, headerSafe(reason)),
-		sp.header("Content-Type", "application/problem+json"),
-	)
-	names := make([]string, len(denied))
-	for n, j := range denied {
+	reason := text(denied[0]).reason
+	switch {
+	case b.Unavailable:
+		reason = "rate limit store unavailable"
+		resp.RawBody = problemBody(policyNames(b, denied),
+			"The rate limit store is unavailable and this service denies requests until it returns; retry in "+strconv.FormatInt(retry, 10)+" s.")
+	case len(denied) == 1 && text(denied[0]).bodyHead != "":
+		resp.RawBody = text(denied[0]).body(retry)
+	default:
+		resp.RawBody = problemBody(policyNames(b, denied), overLimitDetail(fired.PolicyName(), strconv.FormatInt(retry, 10)))
+	}
+	extra := new([3]corev3.HeaderValue) // one allocation for the three
+	extra[0] = corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(retry, 10)}
+	extra[1] = corev3.HeaderValue{Key: HeaderReason, Value: reason}
+	extra[2] = corev3.HeaderValue{Key: "Content-Type", Value: "application/problem+json"}
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &extra[0], &extra[1], &extra[2])
+}
+
+// overLimitDetail is the problem body's detail for a 429 the limit name
+// fired, with a retry in retry seconds.
+func overLimitDetail(name, retry string) string {
+	return "Rate limit " + strconv.Quote(name) + " exceeded; retry in " + retry + " s."
+}
+
+func policyNames(b *Batch, idx []int) []string {
+	names := make([]string, len(idx))
+	for n, j := range idx {
 		names[n] = b.Limits[j].PolicyName()
 	}
-	resp.RawBody = problemBody(names, detail)
+	return names
 }
 
 // problem is an RFC 9457 problem-details document of the draft's

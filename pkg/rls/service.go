@@ -180,13 +180,13 @@ func retryList(d *decision) string {
 // count counts one request by outcome, and by the tier that decided it
 // when one did.
 func (s *Service) count(resp *rlsv3.RateLimitResponse, err error, tier string) {
-	var bad *invalid
 	code := "ok"
 	switch {
-	case errors.As(err, &bad):
-		code = "invalid"
 	case err != nil:
 		code = "error"
+		if isInvalid(err) {
+			code = "invalid"
+		}
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		code = "over_limit"
 	}
@@ -194,6 +194,14 @@ func (s *Service) count(resp *rlsv3.RateLimitResponse, err error, tier string) {
 	if tier != "" && err == nil {
 		s.opts.Metrics.tierDecision(tier, code)
 	}
+}
+
+// isInvalid reports whether err is a bad request's. (A separate function:
+// the target errors.As needs escapes, and the request path should not
+// allocate it when there is no error.)
+func isInvalid(err error) bool {
+	var bad *invalid
+	return errors.As(err, &bad)
 }
 
 // grpcError is the one place errors become gRPC status codes.
