@@ -94,19 +94,22 @@ wait_port 18081
 points "do-nothing handler" 18081 "$noop" -descriptors 'client=c%d' -keys 10000
 stop "$noop"
 
-serve server "$bin/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080
-wait_port 18081
-points "server, in-memory, 10k keys" 18081 "$server" -descriptors 'client=m%d' -keys 10000
-stop "$server"
+servers=("$bin")
+[ -n "$compare" ] && servers+=("$bin/compare")
+tag() { [ "$1" != "$bin" ] && echo " ($compare)"; true; }
+for dir in "${servers[@]}"; do
+  tag=$(tag "$dir")
+  serve server "$dir/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080
+  wait_port 18081
+  points "server, in-memory, 10k keys$tag" 18081 "$server" -descriptors "client=m${#tag}%d" -keys 10000
+  stop "$server"
+done
 
 serve redis redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no
 wait_port 16399
 redisflags=(-redis-addr 127.0.0.1:16399 -metrics-url http://127.0.0.1:18080/metrics)
-servers=("$bin")
-[ -n "$compare" ] && servers+=("$bin/compare")
 for dir in "${servers[@]}"; do
-  tag=""
-  [ "$dir" != "$bin" ] && tag=" ($compare)"
+  tag=$(tag "$dir")
   serve server "$dir/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 \
     -redis-url redis://127.0.0.1:16399 -store-timeout 100ms
   wait_port 18081
