@@ -1,0 +1,116 @@
+package httplimit
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/rls"
+)
+
+func configFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(path, []byte(limits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newEngine(t *testing.T, opts EngineOptions) *Engine {
+	t.Helper()
+	e, err := NewEngine(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func perKey(t *testing.T, l Limiter) *Middleware {
+	t.Helper()
+	m, err := New(Options{Limiter: l, Domain: "api", Descriptors: []Descriptor{{{Key: "client", Value: Header("X-Client")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// admitted sends n requests for client through each middleware in turn and
+// counts the 200s.
+func admitted(t *testing.T, n int, client string, ms ...*Middleware) int {
+	t.Helper()
+	ok := 0
+	for i := range n {
+		if serve(t, ms[i%len(ms)], get("/", "X-Client", client)).Code == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+func TestEngineInMemory(t *testing.T) {
+	m := perKey(t, newEngine(t, EngineOptions{Config: configFile(t)}))
+	if n := admitted(t, 6, "a", m); n != 3 {
+		t.Errorf("admitted %d of 6 on 3 a minute", n)
+	}
+	if _, err := NewEngine(EngineOptions{}); err == nil {
+		t.Error("NewEngine without a config: no error")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644)
+	if _, err := NewEngine(EngineOptions{Config: bad}); err == nil {
+		t.Error("NewEngine on an invalid config: no error")
+	}
+}
+
+// TestEngineSharedRedis: two instances of a service, each with its own
+// Engine on one real Redis, admit the limit between them.
+func TestEngineSharedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := configFile(t)
+	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9}))
+	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9}))
+	if n := admitted(t, 10, "shared", a, b); n != 3 {
+		t.Errorf("two instances on one Redis admitted %d of 10 on 3 a minute; want 3", n)
+	}
+	// Redis gone: the default failure mode answers an error, and the
+	// middleware serves (fail open).
+	srv.Kill()
+	if n := admitted(t, 4, "during-outage", a); n != 4 {
+		t.Errorf("with Redis down: %d of 4 served; want all (fail open)", n)
+	}
+}
+
+// TestRemote: the same answers from a sluice server over gRPC.
+func TestRemote(t *testing.T) {
+	e := newEngine(t, EngineOptions{Config: configFile(t)})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, e.svc) // as cmd/server serves its rls.Service
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	m := perKey(t, Remote(rlsv3.NewRateLimitServiceClient(conn)))
+	if n := admitted(t, 5, "r", m); n != 3 {
+		t.Errorf("through a remote server: %d of 5 admitted; want 3", n)
+	}
+	rec := serve(t, m, get("/", "X-Client", "r"))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get(rls.HeaderReason) != "per-client" || rec.Body.Len() == 0 {
+		t.Errorf("429 through a remote server: %d, reason %q, body %q", rec.Code, rec.Header().Get(rls.HeaderReason), rec.Body)
+	}
+}
