@@ -164,8 +164,13 @@ func reject(w http.ResponseWriter, resp *rlsv3.RateLimitResponse) {
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		w.Header().Set(h.GetKey(), h.GetValue())
 	}
+	body := resp.GetRawBody()
+	if len(body) == 0 { // a limiter that sends no body (envoyproxy/ratelimit)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		body = []byte(http.StatusText(http.StatusTooManyRequests) + "\n")
+	}
 	w.WriteHeader(http.StatusTooManyRequests)
-	w.Write(resp.GetRawBody())
+	w.Write(body)
 }
 
 // clock is what the queue needs of time; tests step it.

@@ -271,3 +271,22 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// bare is a limiter that refuses without headers or body, as
+// envoyproxy/ratelimit does.
+type bare struct{}
+
+func (bare) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT}, nil
+}
+
+func TestRejectWithoutBody(t *testing.T) {
+	m, err := New(Options{Limiter: bare{}, Domain: "api", Descriptors: []Descriptor{{{Key: "k", Value: Constant("v")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := serve(t, m, get("/"))
+	if rec.Code != http.StatusTooManyRequests || rec.Body.String() != "Too Many Requests\n" || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
+		t.Errorf("a refusal without a body: %d %q %q", rec.Code, rec.Body, rec.Header().Get("Content-Type"))
+	}
+}
