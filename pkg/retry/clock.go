@@ -8,6 +8,8 @@ import (
 // Clock is where a Transport reads the time and waits between attempts.
 // Implementations must be safe for concurrent use.
 type Clock interface {
+	// Now returns the current time. Elapsed time is measured between its
+	// readings, so the system clock's include the monotonic reading.
 	Now() time.Time
 	// Sleep waits for d, or until ctx is done, in which case it returns
 	// ctx.Err() without waiting out d.

@@ -87,11 +87,21 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 // ctx's deadline; that last error wraps context.DeadlineExceeded. If ctx
 // is done while waiting, WaitN returns ctx.Err() and gives back those of
 // its tokens that no later reservation relies on.
+//
+// Concurrent waiters are served in the order they reach the Limiter's
+// lock: each is promised the time its tokens will have refilled after
+// those promised before it, and sleeps until then and no longer. Together
+// they never exceed the rate.
 func (l *Limiter) WaitN(ctx context.Context, n int) error {
+	return l.wait(ctx, n, systemClock{})
+}
+
+// wait is WaitN reading the time from clock and sleeping on it.
+func (l *Limiter) wait(ctx context.Context, n int, clock Clock) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := clock.Now()
 	maxWait := never
 	if deadline, ok := ctx.Deadline(); ok {
 		maxWait = deadline.Sub(now)
@@ -105,15 +115,11 @@ func (l *Limiter) WaitN(ctx context.Context, n int) error {
 	case wait <= 0:
 		return nil
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		l.unreserve(time.Now(), n, act)
-		return ctx.Err()
+	if err := clock.Sleep(ctx, wait); err != nil {
+		l.unreserve(clock.Now(), n, act)
+		return err
 	}
+	return nil
 }
 
 // reserve is ReserveAt, also returning the time the caller may act. When

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,4 +266,85 @@ func BenchmarkLimiterAllowAt(b *testing.B) {
 			l.AllowAt(t0, 1)
 		}
 	})
+}
+
+// TestLimiterConcurrentReserveInOrder has many callers reserve at once:
+// together they are promised one token every 1/rate after the burst, none
+// sooner and none later.
+func TestLimiterConcurrentReserveInOrder(t *testing.T) {
+	const rate, burst, callers = 10.0, 3, 64
+	l := NewLimiter(rate, burst)
+	waits := make([]time.Duration, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			w, ok := l.ReserveAt(t0, 1, time.Hour)
+			if !ok {
+				t.Errorf("ReserveAt(t0, 1, 1h) = %v, false; want true", w)
+			}
+			waits[i] = w
+		})
+	}
+	wg.Wait()
+	slices.Sort(waits)
+	for k, w := range waits {
+		want := time.Duration(max(0, k-burst+1)) * 100 * time.Millisecond
+		if w != want {
+			t.Errorf("the %d-th shortest wait = %v; want %v", k, w, want)
+		}
+	}
+}
+
+// TestLimiterWaitSleeps drives Wait through a fake clock: it sleeps
+// exactly until its token is due, never longer.
+func TestLimiterWaitSleeps(t *testing.T) {
+	l := NewLimiter(4, 2) // a token every 250ms
+	clock := newFakeClock()
+	for range 5 {
+		if err := l.wait(context.Background(), 1, clock); err != nil {
+			t.Fatalf("wait = %v; want nil", err)
+		}
+	}
+	want := []time.Duration{250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}
+	if got := clock.Waits(); !slices.Equal(got, want) {
+		t.Errorf("sleeps = %v; want %v", got, want)
+	}
+	// After a pause the burst is back: two at once, then the pace.
+	clock.now = clock.now.Add(time.Hour)
+	for range 3 {
+		if err := l.wait(context.Background(), 1, clock); err != nil {
+			t.Fatalf("wait = %v; want nil", err)
+		}
+	}
+	want = append(want, 250*time.Millisecond)
+	if got := clock.Waits(); !slices.Equal(got, want) {
+		t.Errorf("sleeps = %v; want %v", got, want)
+	}
+}
+
+func TestLimiterWaitCancelledGivesBack(t *testing.T) {
+	l := NewLimiter(1, 1)
+	clock := &blockingClock{fakeClock: fakeClock{now: t0}, sleeping: make(chan struct{}, 1)}
+	if !l.AllowAt(t0, 1) {
+		t.Fatal("AllowAt(t0, 1) on a full bucket = false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.wait(ctx, 1, clock) }()
+	<-clock.sleeping
+	if got := l.TokensAt(t0); got != -1 {
+		t.Errorf("TokensAt(t0) while waiting = %v; want -1", got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("wait = %v; want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait still blocked 10s after its context was cancelled")
+	}
+	if got := l.TokensAt(t0); got != 0 {
+		t.Errorf("TokensAt(t0) after the cancelled wait = %v; want 0 (its token given back)", got)
+	}
 }

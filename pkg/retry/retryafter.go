@@ -60,3 +60,15 @@ func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	}
 	return ParseRetryAfter(v, now)
 }
+
+// serverWait is the wait a retryable response asks for: its Retry-After,
+// or, on a 429 without a valid one, its RateLimit reset.
+func serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if d, ok := retryAfter(resp, now); ok {
+		return d, true
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return rateLimitReset(resp.Header)
+	}
+	return 0, false
+}

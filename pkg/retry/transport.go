@@ -38,12 +38,21 @@ type Options struct {
 	// not time out an attempt in flight; use the request's context or
 	// http.Client.Timeout for that. Default DefaultMaxElapsed (1m).
 	MaxElapsed time.Duration
-	// RetryAfterJitter bounds a random delay added to a server's
-	// Retry-After, to spread out clients told the same second. Default 0:
-	// wait exactly what the server asked.
+	// MaxWait bounds any one wait between attempts. A backoff longer
+	// than it is shortened to it; a server that asks for a longer wait
+	// (see Transport) is taken at its word, and its response returned at
+	// once rather than retried early into another refusal. Default 0: no
+	// bound but MaxElapsed.
+	MaxWait time.Duration
+	// RetryAfterJitter bounds a random delay added to the wait a server
+	// asks for, to spread out clients told the same second; the sum is
+	// shortened to fit MaxWait and MaxElapsed. Default 0: wait exactly
+	// what the server asked.
 	RetryAfterJitter time.Duration
 	// Retryable reports whether a response is worth another attempt.
-	// Default RetryOnStatus(429, 500, 502, 503, 504).
+	// Default: 429 and every 5xx but 501, 505 and 511, which say the
+	// request or the client's network will not work, not that the server
+	// is briefly unable.
 	Retryable func(*http.Response) bool
 	// Next sends each attempt. Default http.DefaultTransport.
 	Next http.RoundTripper
@@ -67,6 +76,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxElapsed <= 0 {
 		o.MaxElapsed = DefaultMaxElapsed
 	}
+	o.MaxWait = max(o.MaxWait, 0)
 	o.RetryAfterJitter = max(o.RetryAfterJitter, 0)
 	if o.Retryable == nil {
 		o.Retryable = defaultRetryable
@@ -83,13 +93,18 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// defaultRetryable retries the non-standard 5xx too: 520-524 from
+// Cloudflare and 529 "overloaded" from some APIs are as passing as a 503.
 func defaultRetryable(r *http.Response) bool {
-	switch r.StatusCode {
-	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	switch c := r.StatusCode; c {
+	case http.StatusTooManyRequests:
 		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported,
+		http.StatusNetworkAuthenticationRequired:
+		return false
+	default:
+		return c >= 500 && c <= 599
 	}
-	return false
 }
 
 // RetryOnStatus returns a Retryable that retries exactly the given status
@@ -111,14 +126,31 @@ func RetryOnStatus(codes ...int) func(*http.Response) bool {
 // X-Idempotency-Key, which net/http also honours) header; and its body, if
 // any, can be replayed through GetBody. Any other request is sent once.
 //
-// A retryable response's Retry-After, when valid, replaces the backoff; if
-// it reaches past MaxElapsed the response is returned at once. Otherwise
-// the wait before retry n (n = 0 before the second attempt) is uniform in
-// [0, min(Cap, Base·2ⁿ)), shortened to fit MaxElapsed. Discarded responses
-// are drained (up to 64 KiB) and closed. When the Transport gives up it
-// returns the last response untouched, or, if the last attempt failed
-// without one, its error. A context done during a wait ends RoundTrip with
-// an error wrapping ctx.Err().
+// A request with a body but no GetBody is sent once rather than buffered:
+// http.NewRequest sets GetBody for the in-memory bodies it knows, and a
+// caller streaming anything else is better placed to choose how much to
+// hold.
+//
+// The server's word replaces the backoff: a retryable response's
+// Retry-After, when valid (delay-seconds, or an HTTP-date measured from
+// the response's Date); or else, on a 429 only, the longest reset time t
+// of the policies its RateLimit header (draft-ietf-httpapi-ratelimit-headers)
+// reports exhausted (r=0). That field describes quota, and so says when a
+// 429 will stop but nothing of when a 5xx will. A server's wait that
+// reaches past MaxWait or what is left of MaxElapsed is not cut short:
+// retrying before it would only be refused again, so the response is
+// returned at once. Otherwise the wait before retry n (n = 0 before the
+// second attempt) is uniform in [0, min(Cap, Base·2ⁿ)) (full jitter),
+// shortened to fit MaxWait and MaxElapsed.
+//
+// Failed attempts (transport errors) are retried under the same rules.
+// Nothing is sent once the request's context is done: an attempt that
+// fails because of it ends RoundTrip with its error, and one done by the
+// end of a wait ends RoundTrip with an error wrapping ctx.Err() instead
+// of another attempt. Discarded responses are drained (up to 64 KiB) and closed, so
+// their connections are reused. When the Transport gives up it returns
+// the last response untouched, or, if the last attempt failed without
+// one, its error.
 type Transport struct {
 	opts Options
 }
@@ -163,7 +195,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, errors.Join(err, rerr)
 		}
 		discard(resp)
-		if err := o.Clock.Sleep(ctx, wait); err != nil {
+		err = o.Clock.Sleep(ctx, wait)
+		if err == nil {
+			// The context may end as the wait does, and a Clock might
+			// not look: nothing is sent once it is done.
+			err = ctx.Err()
+		}
+		if err != nil {
 			closeBody(next)
 			return nil, fmt.Errorf("retry: waiting %v before attempt %d: %w", wait, n+2, err)
 		}
@@ -186,20 +224,24 @@ func (o *Options) delay(n int, resp *http.Response, left time.Duration, now time
 	if left <= 0 {
 		return 0, false
 	}
+	limit := left
+	if o.MaxWait > 0 {
+		limit = min(limit, o.MaxWait)
+	}
 	if resp != nil {
-		if d, ok := retryAfter(resp, now); ok {
+		if d, ok := serverWait(resp, now); ok {
 			// The server knows when capacity returns: waiting less is
-			// pointless, so a wait past the budget means giving up.
-			if d > left {
+			// pointless, so a wait past the limit means giving up.
+			if d > limit {
 				return 0, false
 			}
-			if j := o.jitter(o.RetryAfterJitter); j < left-d {
+			if j := o.jitter(o.RetryAfterJitter); j < limit-d {
 				return d + j, true
 			}
-			return left, true
+			return limit, true
 		}
 	}
-	return min(o.backoff(n), left), true
+	return min(o.backoff(n), limit), true
 }
 
 // backoff is the full-jitter delay before retry n.

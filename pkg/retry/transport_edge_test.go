@@ -3,11 +3,13 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -257,4 +259,102 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 		t.Errorf("Next.CloseIdleConnections called %d times; want 1", next.closed)
 	}
 	NewTransport(Options{Next: roundTripFunc(nil)}).CloseIdleConnections() // Next without it: no-op
+}
+
+// deafClock's Sleep ignores ctx, as a Clock honouring its contract must
+// not, to show that the Transport itself never retries once ctx is done.
+type deafClock struct{ fakeClock }
+
+func (c *deafClock) Sleep(_ context.Context, d time.Duration) error {
+	return c.fakeClock.Sleep(context.Background(), d)
+}
+
+func TestTransportContextDoneAfterRetryableResponse(t *testing.T) {
+	_, srv := newServer(t, reply{status: 503, body: "busy"}, reply{status: 200})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	next := &tracking{next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := srv.Client().Transport.RoundTrip(r)
+		cancel() // the caller gives up while the 503 is on its way back
+		return resp, err
+	})}
+	tr := NewTransport(Options{Clock: &deafClock{fakeClock{now: t0}}, Next: next})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("RoundTrip = %v, %v; want nil, context.Canceled", resp, err)
+	}
+	if got := next.Calls(); got != 1 {
+		t.Errorf("%d attempts; want 1 (none after the context was done)", got)
+	}
+	if _, closed := next.bodies[0].state(); !closed {
+		t.Error("the discarded 503's body was not closed")
+	}
+}
+
+// TestTransportConcurrent shares one Transport among goroutines whose
+// requests each fail twice before succeeding; run with -race.
+func TestTransportConcurrent(t *testing.T) {
+	const workers, each = 16, 20
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		mu.Lock()
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		switch n {
+		case 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			_, _ = io.WriteString(w, id)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	clock := newFakeClock()
+	client := &http.Client{Transport: NewTransport(Options{MaxElapsed: time.Hour, Clock: clock,
+		Next: srv.Client().Transport})} // Rand: the default, math/rand/v2
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("%d-%d", w, i)
+				resp, err := client.Get(srv.URL + "?id=" + id)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != id {
+					errs <- fmt.Errorf("Get(%s) = %d %q; want 200 %q", id, resp.StatusCode, body, id)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got, want := len(clock.Waits()), 2*workers*each; got != want {
+		t.Errorf("%d waits; want %d (two per request)", got, want)
+	}
+	var retryAfters int
+	for _, w := range clock.Waits() {
+		switch {
+		case w == time.Second:
+			retryAfters++ // or, rarely, a backoff that drew exactly 1s
+		case w < 0 || w > 2*DefaultBase:
+			t.Errorf("wait %v; want 1s (Retry-After) or within [0, %v] (the second backoff)", w, 2*DefaultBase)
+		}
+	}
+	if retryAfters < workers*each {
+		t.Errorf("%d waits of 1s; want at least %d (one Retry-After per request)", retryAfters, workers*each)
+	}
 }

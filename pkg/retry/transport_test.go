@@ -20,6 +20,9 @@ func TestTransport(t *testing.T) {
 		return reply{status: 429, body: "slow down", header: map[string][]string{"Retry-After": retryAfter}}
 	}
 	r503 := func(body string) reply { return reply{status: 503, body: body} }
+	rl := func(status int, rateLimit string) reply {
+		return reply{status: status, header: map[string][]string{"Ratelimit": {rateLimit}}}
+	}
 
 	tests := []struct {
 		name       string
@@ -138,6 +141,104 @@ func TestTransport(t *testing.T) {
 			opts:    Options{RetryAfterJitter: 10 * s, MaxElapsed: 4 * s},
 			replies: []reply{r429("2"), ok}, wantStatus: 200, wantBody: "ok",
 			wantWaits: []time.Duration{4 * s},
+		},
+		{
+			name:    "Retry-After beyond MaxWait returns at once",
+			opts:    Options{MaxWait: 10 * s},
+			replies: []reply{r429("11"), ok}, wantStatus: 429, wantBody: "slow down",
+		},
+		{
+			name: "HTTP-date beyond MaxWait returns at once",
+			opts: Options{MaxWait: 10 * s},
+			replies: []reply{{status: 503, body: "down", header: map[string][]string{
+				"Retry-After": date(20 * s), "Date": date(0)}}, ok},
+			wantStatus: 503, wantBody: "down",
+		},
+		{
+			name:    "Retry-After of exactly MaxWait is waited",
+			opts:    Options{MaxWait: 10 * s},
+			replies: []reply{r429("10"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{10 * s},
+		},
+		{
+			name:    "MaxWait clips Retry-After jitter",
+			opts:    Options{MaxWait: 10 * s, RetryAfterJitter: 4 * s},
+			replies: []reply{r429("9"), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{10 * s},
+		},
+		{
+			name:    "MaxWait clips the backoff",
+			opts:    Options{Base: 8 * s, Cap: 20 * s, MaxWait: 5 * s, MaxAttempts: 3},
+			replies: []reply{r503(""), r503(""), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{4 * s, 5 * s},
+		},
+		{
+			name:    "429 RateLimit reset without Retry-After is waited",
+			replies: []reply{rl(429, `"per-client";r=0;t=5`), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{5 * s},
+		},
+		{
+			name:       "429 RateLimit reset: the longest exhausted policy",
+			replies:    []reply{rl(429, `"daily";r=900;t=50000, "burst";r=0;t=2, "minute";r=0;t=7`), ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{7 * s},
+		},
+		{
+			name: "Retry-After wins over a RateLimit reset",
+			replies: []reply{{status: 429, header: map[string][]string{
+				"Retry-After": {"2"}, "Ratelimit": {`"a";r=0;t=5`}}}, ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{2 * s},
+		},
+		{
+			name: "malformed Retry-After falls back to a RateLimit reset",
+			replies: []reply{{status: 429, header: map[string][]string{
+				"Retry-After": {"soon"}, "Ratelimit": {`"a";r=0;t=5`}}}, ok},
+			wantStatus: 200, wantBody: "ok", wantWaits: []time.Duration{5 * s},
+		},
+		{
+			name: "429 RateLimit reset beyond what is left of MaxElapsed returns at once",
+			opts: Options{MaxElapsed: 30 * s},
+			replies: []reply{{status: 429, body: "quota", header: map[string][]string{
+				"Ratelimit": {`"a";r=0;t=31`}}}, ok},
+			wantStatus: 429, wantBody: "quota",
+		},
+		{
+			name:    "429 RateLimit reset beyond MaxWait returns at once",
+			opts:    Options{MaxWait: 4 * s},
+			replies: []reply{rl(429, `"a";r=0;t=5`), ok}, wantStatus: 429,
+		},
+		{
+			name:    "429 RateLimit with quota left: backoff",
+			replies: []reply{rl(429, `"a";r=3;t=40`), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(250)},
+		},
+		{
+			name:    "503 RateLimit reset is not a hint: backoff",
+			replies: []reply{rl(503, `"a";r=0;t=40`), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(250)},
+		},
+		{
+			name:    "malformed RateLimit: backoff",
+			replies: []reply{rl(429, `"a";r=0;t=5, (`), ok}, wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(250)},
+		},
+		{
+			name:       "other 5xx are retried by default",
+			opts:       Options{MaxAttempts: 6},
+			replies:    []reply{{status: 507}, {status: 520}, {status: 522}, {status: 529}, {status: 599}, ok},
+			wantStatus: 200, wantBody: "ok",
+			wantWaits: []time.Duration{ms(250), ms(500), ms(1000), ms(2000), ms(4000)},
+		},
+		{
+			name:    "501 is not retried",
+			replies: []reply{{status: 501, body: "no such method"}, ok}, wantStatus: 501, wantBody: "no such method",
+		},
+		{
+			name:    "505 is not retried",
+			replies: []reply{{status: 505, body: "HTTP/9"}, ok}, wantStatus: 505, wantBody: "HTTP/9",
+		},
+		{
+			name:    "511 is not retried",
+			replies: []reply{{status: 511, body: "log in"}, ok}, wantStatus: 511, wantBody: "log in",
 		},
 		{
 			name:   "POST is sent once",
@@ -265,4 +366,32 @@ func lens(ss []string) []int {
 		out[i] = len(s)
 	}
 	return out
+}
+
+// TestTransportRetryAfterJitterBounds checks, over random sources, that a
+// Retry-After of d with RetryAfterJitter j waits within [d, d+j].
+func TestTransportRetryAfterJitterBounds(t *testing.T) {
+	const d, j = 2 * time.Second, 3 * time.Second
+	_, srv := newServer(t, reply{status: 429, header: map[string][]string{"Retry-After": {"2"}}})
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		clock := newFakeClock()
+		tr := NewTransport(Options{RetryAfterJitter: j, MaxAttempts: 12, MaxElapsed: time.Hour,
+			Clock: clock, Next: srv.Client().Transport, Rand: rng.Float64})
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("seed %d: RoundTrip error: %v", seed, err)
+		}
+		resp.Body.Close()
+		waits := clock.Waits()
+		if len(waits) != 11 {
+			t.Fatalf("seed %d: %d waits; want 11", seed, len(waits))
+		}
+		for n, w := range waits {
+			if w < d || w > d+j {
+				t.Errorf("seed %d: wait before retry %d = %v; want within [%v, %v]", seed, n, w, d, d+j)
+			}
+		}
+	}
 }
