@@ -1,0 +1,95 @@
+package simulate
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/sluicehq/sluice/pkg/config"
+)
+
+// Request is one offered request of a trace: a single descriptor, to keep
+// traces simple (Envoy may send several; each is decided on its own limit
+// anyway).
+type Request struct {
+	// Time is when the request arrives, in microseconds. Traces from files
+	// use the Unix epoch; generated ones start at zero. Fixed and sliding
+	// windows are aligned on multiples of the window from time zero, as the
+	// server aligns them on the epoch.
+	Time int64
+	// Entries are the descriptor's key=value entries, in order.
+	Entries []config.Entry
+	// Cost is the request's hits_addend; zero means 1, as it does for
+	// Envoy's request-level hits_addend.
+	Cost int64
+}
+
+// cost is what the request consumes.
+func (r Request) cost() int64 {
+	if r.Cost == 0 {
+		return 1
+	}
+	return r.Cost
+}
+
+// Under selects the algorithm a run decides with: each limit's configured
+// algorithm (the zero value, Configured), or one algorithm for every limit
+// (Override), so that two algorithms can be compared on one trace.
+type Under struct {
+	alg      config.Algorithm
+	override bool
+}
+
+// Configured decides each limit with the algorithm its config names.
+var Configured = Under{}
+
+// Override decides every limit with a, keeping each limit's rate, window
+// and burst. Window algorithms ignore burst; a limit overridden to
+// token_bucket or gcra gets the burst its config resolved, which is
+// requests_per_unit unless the file set one.
+func Override(a config.Algorithm) Under { return Under{alg: a, override: true} }
+
+// ParseUnder reads an algorithm name, or "" or "configured" for Configured.
+func ParseUnder(s string) (Under, error) {
+	if s == "" || strings.EqualFold(s, "configured") {
+		return Configured, nil
+	}
+	a, err := config.ParseAlgorithm(s)
+	if err != nil {
+		return Configured, err
+	}
+	return Override(a), nil
+}
+
+// String returns the algorithm's name, or "configured".
+func (u Under) String() string {
+	if !u.override {
+		return "configured"
+	}
+	return u.alg.String()
+}
+
+// apply returns r as this run decides it.
+func (u Under) apply(r config.RateLimit) config.RateLimit {
+	if u.override && !r.Unlimited {
+		r.Algorithm = u.alg
+	}
+	return r
+}
+
+// appendStateKey appends the name of one key's state: the domain, the
+// limit's path and the request's entries, each length-prefixed so that no
+// choice of values can make two keys collide (entries "a=b;c" and "a=b",
+// "c=…" stay apart, unlike a joined string).
+func appendStateKey(dst []byte, domain, path string, entries []config.Entry) []byte {
+	part := func(s string) {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
+	part(domain)
+	part(path)
+	for _, e := range entries {
+		part(e.Key)
+		part(e.Value)
+	}
+	return dst
+}
