@@ -13,7 +13,8 @@
 // instances) or a remote sluice server over gRPC (Remote). Both give the
 // same answers, since both are pkg/rls.
 //
-// It depends on pkg/rls, pkg/global, pkg/reload and the Envoy protos.
+// It depends on pkg/rls, pkg/global, pkg/reload, pkg/retry (its Clock) and
+// the Envoy protos.
 package httplimit
 
 import (
@@ -21,7 +22,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -171,25 +171,4 @@ func reject(w http.ResponseWriter, resp *rlsv3.RateLimitResponse) {
 	}
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(body)
-}
-
-// clock is what the queue needs of time; tests step it.
-type clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -10,6 +10,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/retry"
 )
 
 // Queue makes the middleware delay a request that is over its limit
@@ -31,7 +33,7 @@ type Queue struct {
 
 type queue struct {
 	opts    Queue
-	clock   clock
+	clock   retry.Clock   // tests step it
 	waiting chan struct{} // one token per waiting request
 
 	mu   sync.Mutex
@@ -42,7 +44,7 @@ func newQueue(opts Queue) (*queue, error) {
 	if opts.Size <= 0 || opts.MaxWait <= 0 {
 		return nil, errors.New("httplimit: Queue needs a positive Size and MaxWait")
 	}
-	return &queue{opts: opts, clock: realClock{}, waiting: make(chan struct{}, opts.Size), next: map[string]time.Time{}}, nil
+	return &queue{opts: opts, clock: retry.SystemClock(), waiting: make(chan struct{}, opts.Size), next: map[string]time.Time{}}, nil
 }
 
 // wait queues req, refused with resp, for its turns until the limiter

@@ -16,8 +16,11 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// systemClock is the real clock: time.Now (with its monotonic reading, so
-// elapsed-time budgets ignore wall-clock steps) and a timer.
+// SystemClock returns the real clock: time.Now (with its monotonic
+// reading, so elapsed-time budgets ignore wall-clock steps) and a timer
+// that ctx can cut short. It is the default wherever a Clock is optional.
+func SystemClock() Clock { return systemClock{} }
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
