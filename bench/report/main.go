@@ -37,7 +37,7 @@ type row struct {
 		ReadsPerReq    float64 `json:"reads_per_req"`
 		CommandsPerReq float64 `json:"commands_per_req"`
 	} `json:"redis"`
-	RoundTripsPerReq *float64 `json:"round_trips_per_req"`
+	RoundTripsPerReq *float64  `json:"round_trips_per_req"`
 	CPU              []float64 `json:"cpu_us_per_req"`
 }
 
