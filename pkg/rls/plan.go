@@ -66,7 +66,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 	for i, desc := range ds {
 		entries = entries[:0]
 		for _, e := range desc.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: entryValue(e.GetValue())})
 		}
 		l := cfg.Match(domain, entries)
 		if o := desc.GetLimit(); o != nil && hasDomain(cfg, domain) {
@@ -181,7 +181,7 @@ func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algori
 	name = global.AppendKeyPart(name, p.Kind.String())
 	for _, e := range desc.GetEntries() {
 		name = global.AppendKeyPart(name, e.GetKey())
-		name = global.AppendKeyPart(name, e.GetValue())
+		name = global.AppendKeyPart(name, entryValue(e.GetValue()))
 	}
 	return global.AppendKeyOf(dst, s.opts.KeyPrefix, name)
 }

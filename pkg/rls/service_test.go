@@ -340,7 +340,6 @@ func TestSemantics(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	h := start(t, Options{})
-	long := strings.Repeat("v", MaxValueLen+1)
 	many := make([]*ratelimitv3.RateLimitDescriptor, MaxDescriptors+1)
 	for i := range many {
 		many[i] = desc("k", "v")
@@ -363,7 +362,6 @@ func TestBadRequests(t *testing.T) {
 		{"empty key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("", "v")}}, "empty key"},
 		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "65 descriptors; at most 64"},
 		{"too many entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{wide}}, "17 entries; at most 16"},
-		{"oversized value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", long)}}, "value is 1025 bytes"},
 		{"nil descriptor", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{nil}}, "no entries"},
 		{"zero override", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{zeroOverride}}, "requests_per_unit is 0"},
 		{"negative hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{negative}}, "is_negative_hits"},
@@ -462,5 +460,28 @@ func TestReloadPurgesFlags(t *testing.T) {
 	current.Store(mustConfig(t, strings.Replace(testConfig, "requests_per_unit: 3, name: per-client", "requests_per_unit: 30, name: per-client", 1)))
 	if resp := h.call(t, req); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("after raising the limit to 30: %s; want OK (the old flag dropped)", codesOf(resp))
+	}
+}
+
+// TestLongValuesAreLimited: a value past MaxValueLen is counted by its
+// digest, not refused: padding a header is no way around a limit.
+func TestLongValuesAreLimited(t *testing.T) {
+	h := start(t, Options{})
+	long := strings.Repeat("k", MaxValueLen+1)
+	other := strings.Repeat("k", MaxValueLen) + "x"
+	req := func(v string) *rlsv3.RateLimitRequest {
+		return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", v)}}
+	}
+	for range 3 {
+		h.call(t, req(long))
+	}
+	if resp := h.call(t, req(long)); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("a long value past its limit of 3: %s; want OVER_LIMIT", codesOf(resp))
+	}
+	if resp := h.call(t, req(other)); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("another long value: %s; want its own counter, OK", codesOf(resp))
+	}
+	if got, want := entryValue(long), entryValue(other); got == want || len(got) != len(want) || got[0] != 0 {
+		t.Errorf("entryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
 	}
 }

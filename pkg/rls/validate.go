@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -14,8 +16,12 @@ const (
 	MaxDescriptors = 64
 	MaxEntries     = 16
 	MaxKeyLen      = 256
-	MaxValueLen    = 1024
-	MaxDomainLen   = 256
+	// MaxValueLen is the longest descriptor value matched and counted as
+	// it is. A longer one is not refused (a client padding a header would
+	// then step around its limit wherever the caller fails open): it is
+	// matched and counted by its digest (see entryValue).
+	MaxValueLen  = 1024
+	MaxDomainLen = 256
 	// MaxCost bounds hits_addend, so costs stay exact in the stores'
 	// arithmetic (float64 in Lua).
 	MaxCost = 1 << 32
@@ -65,8 +71,6 @@ func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
 			return fmt.Errorf("entry %d: empty key", j)
 		case len(e.GetKey()) > MaxKeyLen:
 			return fmt.Errorf("entry %d: key is %d bytes; at most %d", j, len(e.GetKey()), MaxKeyLen)
-		case len(e.GetValue()) > MaxValueLen:
-			return fmt.Errorf("entry %d (%s): value is %d bytes; at most %d", j, e.GetKey(), len(e.GetValue()), MaxValueLen)
 		}
 	}
 	if o := d.GetLimit(); o != nil {
@@ -81,4 +85,16 @@ func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
 		}
 	}
 	return nil
+}
+
+// entryValue is the value a descriptor entry is matched and counted by:
+// itself, or for one longer than MaxValueLen a fixed-length digest of it,
+// led by a NUL byte that no HTTP header value holds, so it can neither be
+// mistaken for a short value nor grow a key, a metric label or a log line.
+func entryValue(v string) string {
+	if len(v) <= MaxValueLen {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "\x00sha256:" + hex.EncodeToString(sum[:])
 }
