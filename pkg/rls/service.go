@@ -297,6 +297,8 @@ func (s *Service) fromCache(d *decision, now time.Time) bool {
 	b := &d.store
 	for i, it := range b.Items {
 		if it.Shadow {
+			// Never flagged, so not known: as below.
+			b.Results[i] = global.Result{Allowed: true}
 			continue
 		}
 		if until, ok := c.Until(it.Key, now); ok {
@@ -319,7 +321,9 @@ func (s *Service) fromCache(d *decision, now time.Time) bool {
 // flag remembers the keys the decider found over limit until their retry
 // time, so a flood from one client costs no more store calls. Only items
 // denied on their own are flagged, never one the request's other limits
-// vetoed, and never a shadow item.
+// vetoed, and never a shadow item; and only requests of one unit (a check
+// of zero is judged as one), whose retry time is the key's for every later
+// request: a costlier one refused can leave room for cheaper ones.
 func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 	c := s.opts.Cache
 	if c == nil || b.Degraded {
@@ -331,8 +335,10 @@ func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 		return // decided on a config that has since been replaced
 	}
 	for i, r := range b.Results {
-		if !r.Allowed && !b.Items[i].Shadow && r.RetryAfter > 0 {
-			c.Add(b.Items[i].Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))
+		it := &b.Items[i]
+		// A Force item's answer is already for the next unit.
+		if !r.Allowed && !it.Shadow && r.RetryAfter > 0 && (it.Cost <= 1 || it.Mode == algorithm.Force) {
+			c.Add(it.Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))
 		}
 	}
 }

@@ -485,3 +485,36 @@ func TestLongValuesAreLimited(t *testing.T) {
 		t.Errorf("entryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
 	}
 }
+
+// TestFlagsOnlyForOneUnit: a costly request refused leaves room for cheap
+// ones, so it flags nothing; and a flagged request's shadow limits are
+// reported as not asked, not as over limit.
+func TestFlagsOnlyForOneUnit(t *testing.T) {
+	c, err := cache.New(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	h := start(t, Options{Cache: c, Metrics: NewMetrics(reg)})
+	costly := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 25, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
+	if resp := h.call(t, costly); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("25 units of a burst of 20: %s; want OVER_LIMIT", codesOf(resp))
+	}
+	cheap := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
+	if resp := h.call(t, cheap); resp.OverallCode != rlsv3.RateLimitResponse_OK || c.Len() != 0 {
+		t.Errorf("one unit after a refused 25: %s with %d flags; want OK, nothing flagged", codesOf(resp), c.Len())
+	}
+
+	withShadow := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("remote_address", "s"), desc("generic_key", "shadowed"),
+	}}
+	for range 4 {
+		h.call(t, withShadow) // the fourth is over per-client's 3 and flags it
+	}
+	before := testutil.ToFloat64(h.svc.opts.Metrics.decisions.WithLabelValues("edge", "shadow", "shadow_over_limit"))
+	resp := h.call(t, withShadow) // from the flag cache
+	after := testutil.ToFloat64(h.svc.opts.Metrics.decisions.WithLabelValues("edge", "shadow", "shadow_over_limit"))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || after != before {
+		t.Errorf("a flag-cache answer: %s, shadow_over_limit %v -> %v; want OVER_LIMIT and the shadow limit not counted", codesOf(resp), before, after)
+	}
+}
