@@ -496,13 +496,15 @@ func TestFlagsOnlyForOneUnit(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	h := start(t, Options{Cache: c, Metrics: NewMetrics(reg)})
-	costly := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 25, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
-	if resp := h.call(t, costly); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("25 units of a burst of 20: %s; want OVER_LIMIT", codesOf(resp))
+	cost := func(n uint32) *rlsv3.RateLimitRequest {
+		return &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: n, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
 	}
-	cheap := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
-	if resp := h.call(t, cheap); resp.OverallCode != rlsv3.RateLimitResponse_OK || c.Len() != 0 {
-		t.Errorf("one unit after a refused 25: %s with %d flags; want OK, nothing flagged", codesOf(resp), c.Len())
+	h.call(t, cost(10)) // 10 of the burst of 20 left
+	if resp := h.call(t, cost(15)); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("15 units with 10 left: %s; want OVER_LIMIT", codesOf(resp))
+	}
+	if resp := h.call(t, cost(1)); resp.OverallCode != rlsv3.RateLimitResponse_OK || c.Len() != 0 {
+		t.Errorf("one unit after a refused 15 with 10 left: %s with %d flags; want OK, nothing flagged", codesOf(resp), c.Len())
 	}
 
 	withShadow := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
