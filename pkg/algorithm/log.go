@@ -29,14 +29,19 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	if (allowed || mode == Force) && cost > 0 {
+		// A Force of more than Limit records Limit: that many hits at now
+		// already deny everything until now+Window, when they all leave
+		// together, exactly as more would, and the log stays bounded
+		// whatever cost a caller sends.
+		add := min(cost, p.Limit)
 		// Copy rather than append in place: s.Log may be shared.
-		grown := make([]int64, len(log), len(log)+int(cost))
+		grown := make([]int64, len(log), len(log)+int(add))
 		copy(grown, log)
-		for i := int64(0); i < cost; i++ {
+		for i := int64(0); i < add; i++ {
 			grown = append(grown, now)
 		}
 		log = grown
-		count += cost
+		count += add
 	}
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), RetryAfter: retry}
 	if count > 0 {

@@ -142,6 +142,12 @@ const (
 	// recorded in full even where they exceed what is left (the state goes
 	// into debt, holding later requests back until it is repaid), and a
 	// status is OVER_LIMIT when its limit is used up.
+	//
+	// The marker is honoured from any caller that reaches the gRPC port
+	// (Envoy itself never sets it): keep that port reachable only by Envoy
+	// and sidecars, or require client certificates (-grpc-tls-client-ca).
+	// Costs stay bounded either way (MaxCost; a sliding log records at
+	// most its limit).
 	SidecarRecord = "record"
 	// RetryAfterKey is the response header metadata answering a sidecar:
 	// per descriptor, the µs until a retry can succeed (0 when admitted or

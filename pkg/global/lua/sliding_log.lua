@@ -60,9 +60,10 @@ local function sliding_log(st, p, now, cost, force)
       -- now is the same for every item, only raised to the newest hit.
       error('sliding_log: two append times in one request')
     end
-    nst.nadd = nst.nadd + cost
+    local add = math.min(cost, p.limit) -- see slidingLog: bounded, same answers
+    nst.nadd = nst.nadd + add
     nst.addv = now
-    count = count + cost
+    count = count + add
   end
   nst.exists = count > 0
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
