@@ -268,13 +268,18 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 	}
 	if err := t.syncDecide(ctx, b); err != nil {
 		t.returnLocal(b, share, now)
-		if ctx.Err() != nil {
-			// The caller gave up (Envoy's own timeout): not the upstream's fault.
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The caller went away: not the upstream's fault.
 			t.endProbe(probe)
 			return ctx.Err()
 		}
-		t.failed(now, err)
+		// No answer in time (the call's deadline is within the caller's, see
+		// call) or a failed call: the upstream is away.
+		t.failed(t.opts.Now(), err)
 		t.endProbe(probe)
+		if ctx.Err() != nil {
+			return ctx.Err() // too late to answer even locally
+		}
 		t.fallback(b, now)
 		return nil
 	}

@@ -419,3 +419,36 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 func goroutines() int { return runtime.NumGoroutine() }
+
+// silentUpstream accepts calls and never answers, like a frozen server.
+type silentUpstream struct{ calls atomic.Int64 }
+
+func (u *silentUpstream) ShouldRateLimit(ctx context.Context, _ *rlsv3.RateLimitRequest, _ ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
+	u.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSilentUpstreamWithinCallerDeadline: Envoy's deadline (here 100ms) is
+// shorter than the upstream timeout (1s): the call gives up a little before
+// the caller's deadline, the request is answered locally at the fallback
+// share in time, and the upstream is marked away.
+func TestSilentUpstreamWithinCallerDeadline(t *testing.T) {
+	up := &silentUpstream{}
+	s, tier := sidecar(t, up, Options{Mode: Sync, Timeout: time.Second, FallbackShare: 0.5})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := s.ShouldRateLimit(ctx, req("bucket", "b"))
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("with the upstream silent: %v, %v; want an answer from the fallback before the deadline", resp, err)
+	}
+	if tier.Healthy() {
+		t.Error("the upstream is still taken for healthy")
+	}
+	// Later requests are answered locally without waiting on it.
+	calls := up.calls.Load()
+	admit(t, s, 5, req("bucket", "c"))
+	if up.calls.Load() != calls {
+		t.Errorf("%d more calls to a silent upstream within the retry interval", up.calls.Load()-calls)
+	}
+}

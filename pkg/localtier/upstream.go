@@ -17,6 +17,10 @@ import (
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
+// localAnswerTime is kept back from a caller's deadline for answering
+// locally when the upstream does not answer in time.
+const localAnswerTime = 2 * time.Millisecond
+
 // claimProbe reports whether the caller may test an unhealthy upstream now:
 // once RetryInterval has passed since the last failure, and by one caller at
 // a time, so that a dead upstream costs at most one timeout per interval
@@ -49,10 +53,18 @@ func (t *Tier) succeeded() {
 	}
 }
 
-// call asks the upstream, bounded by Timeout, marking the call with the
-// sidecar metadata kind, and returns the answer and its response metadata.
+// call asks the upstream, marking the call with the sidecar metadata kind,
+// and returns the answer and its response metadata. The call is bounded by
+// Timeout and, if ctx has a deadline (Envoy's filter timeout), ends a
+// little before it, so that a silent upstream still leaves time to answer
+// locally.
 func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind string) (*rlsv3.RateLimitResponse, metadata.MD, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
+	timeout := t.opts.Timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		timeout = min(timeout, left-min(left/10, localAnswerTime))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
 	var md metadata.MD
