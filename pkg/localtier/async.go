@@ -9,6 +9,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -161,6 +163,9 @@ func (t *Tier) flush(buf []entry) []entry {
 	}
 	buf = t.pending.drain(buf)
 	if len(buf) == 0 {
+		if !t.healthy.Load() {
+			t.probe(now)
+		}
 		return buf
 	}
 	start := time.Now()
@@ -178,7 +183,15 @@ func (t *Tier) flush(buf []entry) []entry {
 				t.requeue(c) // the upstream just failed: don't wait on it again
 				return
 			}
-			if err := t.send(c); err != nil {
+			switch err := t.send(c); {
+			case status.Code(err) == codes.InvalidArgument:
+				// The upstream refuses these hits outright (another config
+				// or version): sending them again would change nothing.
+				t.opts.Logger.Warn("upstream refused recorded hits", "error", err.Error())
+				for _, e := range c {
+					t.m.dropped.Add(float64(e.n))
+				}
+			case err != nil:
 				failed.Store(true)
 				t.failed(t.opts.Now(), err)
 				t.requeue(c)
@@ -216,7 +229,10 @@ func (t *Tier) send(c []entry) error {
 	descs := make([]*ratelimitv3.RateLimitDescriptor, len(c))
 	costs := make([]uint64, len(c))
 	for i, e := range c {
-		descs[i], costs[i] = e.desc, e.n
+		descs[i], costs[i] = e.desc, min(e.n, rls.MaxCost)
+		if e.n > rls.MaxCost { // past what one descriptor may carry
+			t.m.dropped.Add(float64(e.n - rls.MaxCost))
+		}
 	}
 	t.m.batch.Observe(float64(len(c)))
 	resp, md, err := t.call(context.Background(), request(c[0].domain, descs, costs), rls.SidecarRecord)
@@ -237,6 +253,25 @@ func (t *Tier) send(c []entry) error {
 	}
 	return nil
 }
+
+// probe tests an upstream that failed, when no hits are waiting to do it:
+// a request with no descriptors, which the upstream answers without a
+// store call.
+func (t *Tier) probe(now time.Time) {
+	if !t.claimProbe(now) {
+		return
+	}
+	defer t.endProbe(true)
+	if _, _, err := t.call(context.Background(), &rlsv3.RateLimitRequest{Domain: probeDomain}, rls.SidecarSync); err != nil {
+		t.failed(t.opts.Now(), err)
+		return
+	}
+	t.succeeded()
+}
+
+// probeDomain is the domain of probe requests: any name does, none is
+// limited.
+const probeDomain = "sluice-probe"
 
 // requeue puts a failed call's hits back, within MaxPending.
 func (t *Tier) requeue(c []entry) {

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -450,5 +452,46 @@ func TestSilentUpstreamWithinCallerDeadline(t *testing.T) {
 	admit(t, s, 5, req("bucket", "c"))
 	if up.calls.Load() != calls {
 		t.Errorf("%d more calls to a silent upstream within the retry interval", up.calls.Load()-calls)
+	}
+}
+
+// TestAsyncProbesWithNothingPending: an async sidecar whose upstream went
+// away probes it when the retry interval has passed even with no hits to
+// send, so it does not stay on the fallback share once the upstream is back.
+func TestAsyncProbesWithNothingPending(t *testing.T) {
+	up := upstream(t)
+	clock := newClock()
+	_, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, RetryInterval: time.Second, Now: clock.Now})
+	tier.failed(clock.Now(), errors.New("connection refused"))
+	tier.flush(nil)
+	if tier.Healthy() || up.calls.Load() != 0 {
+		t.Fatalf("within the retry interval: healthy %v after %d calls; want no probe yet", tier.Healthy(), up.calls.Load())
+	}
+	clock.Advance(time.Second)
+	tier.flush(nil)
+	if !tier.Healthy() || up.calls.Load() != 1 {
+		t.Errorf("after the retry interval: healthy %v after %d calls; want one probe and healthy", tier.Healthy(), up.calls.Load())
+	}
+}
+
+// refusing is an upstream that refuses every request as invalid.
+type refusing struct{ calls atomic.Int64 }
+
+func (u *refusing) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest, ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
+	u.calls.Add(1)
+	return nil, status.Error(codes.InvalidArgument, "unknown domain")
+}
+
+// TestAsyncRefusedHitsDropped: hits the upstream refuses as invalid are
+// dropped and counted, not sent again and again, and the upstream is not
+// taken for away.
+func TestAsyncRefusedHitsDropped(t *testing.T) {
+	up := &refusing{}
+	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour})
+	admit(t, s, 3, req("bucket", "b"))
+	tier.flush(nil)
+	tier.flush(nil)
+	if n := up.calls.Load(); n != 1 || !tier.Healthy() || testutil.ToFloat64(tier.m.dropped) != 3 {
+		t.Errorf("after two flushes: %d calls, healthy %v, %v dropped; want 1 call, healthy, 3 dropped", n, tier.Healthy(), testutil.ToFloat64(tier.m.dropped))
 	}
 }
