@@ -47,13 +47,19 @@ func admissible(p algorithm.Params) int64 {
 	return p.Limit
 }
 
+// took is the set of items a local pass took tokens from: bit i for item
+// i (a request has at most rls.MaxDescriptors of them, 64).
+type took uint64
+
 // takeLocal decides b's items on the local buckets at share, all or nothing
 // like every Decider: if a non-shadow item is denied, the tokens the others
 // took are given back. It fills b.Results with the local view and reports
-// whether the request was admitted. It does not allocate.
-func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) bool {
+// whether the request was admitted, and if so which items took tokens. It
+// does not allocate.
+func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) (took, bool) {
+	var set took
 	admitted := true
-	taken := 0
+	asked := 0
 	for i, it := range b.Items {
 		lim := localLimit(it.Params, share)
 		var d localbucket.Decision
@@ -67,50 +73,57 @@ func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) bool {
 				d.Allowed, d.RetryAfter = false, time.Duration(math.Ceil((1-d.Remaining)/lim.Rate*1e9))
 			}
 		}
-		b.Results[i] = result(d, lim)
-		taken = i + 1
+		if d.Allowed && it.Cost > 0 {
+			set |= 1 << i
+		}
+		b.Results[i] = result(d, lim, it.Params, share)
+		asked = i + 1
 		if !d.Allowed && !it.Shadow {
 			admitted = false
 			break
 		}
 	}
 	if admitted {
-		return true
+		return set, true
 	}
-	for i, it := range b.Items[:taken] {
-		lim := localLimit(it.Params, share)
-		if r := &b.Results[i]; r.Allowed && it.Cost > 0 {
-			t.local.ReturnN(it.Key, lim, now, float64(it.Cost))
-			r.Remaining += it.Cost
+	t.returnLocal(b, share, now, set)
+	for i := range asked {
+		if set&(1<<i) != 0 {
+			b.Results[i].Remaining += b.Items[i].Cost
 		}
 	}
 	// Items after the one that denied were not asked: report them as the
 	// local view without taking anything.
-	for i := taken; i < len(b.Items); i++ {
+	for i := asked; i < len(b.Items); i++ {
 		it := b.Items[i]
 		lim := localLimit(it.Params, share)
-		b.Results[i] = result(t.local.AllowN(it.Key, lim, now, 0), lim)
+		b.Results[i] = result(t.local.AllowN(it.Key, lim, now, 0), lim, it.Params, share)
 	}
-	return false
+	return 0, false
 }
 
-// returnLocal gives back what an admitting takeLocal at share took, for a
-// request a later tier rejected.
-func (t *Tier) returnLocal(b *rls.Batch, share float64, now time.Time) {
-	for _, it := range b.Items {
-		if it.Cost > 0 {
+// returnLocal gives back what a local pass at share took from the items in
+// set, for a request a later tier (or another of its limits) rejected.
+func (t *Tier) returnLocal(b *rls.Batch, share float64, now time.Time, set took) {
+	for i, it := range b.Items {
+		if set&(1<<i) != 0 {
 			t.local.ReturnN(it.Key, localLimit(it.Params, share), now, float64(it.Cost))
 		}
 	}
 }
 
-// result is a local decision as the reply reports it.
-func result(d localbucket.Decision, lim localbucket.Limit) global.Result {
+// result is a local decision as the reply reports it: against the limit's
+// own size at share (what the global algorithm can hold, not the local
+// bucket's larger capacity for fixed windows), so that RateLimit's r never
+// exceeds what RateLimit-Policy's q allows.
+func result(d localbucket.Decision, lim localbucket.Limit, p algorithm.Params, share float64) global.Result {
+	size := max(1, float64(admissible(p))*share)
+	left := min(d.Remaining, size)
 	return global.Result{
 		Allowed:    d.Allowed,
-		Remaining:  int64(max(0, math.Floor(d.Remaining))),
+		Remaining:  int64(max(0, math.Floor(left))),
 		RetryAfter: micros(d.RetryAfter),
-		ResetAfter: int64(math.Ceil(max(0, lim.Burst-d.Remaining) / lim.Rate * 1e6)),
+		ResetAfter: int64(math.Ceil(max(0, size-left) / lim.Rate * 1e6)),
 	}
 }
 

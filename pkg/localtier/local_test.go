@@ -83,7 +83,7 @@ func TestLocalNeverRejectsWhatGlobalAdmits(t *testing.T) {
 					}
 					b := &rls.Batch{Items: []global.Item{{Key: "k", Params: p, Cost: cost}}, Results: make([]global.Result, 1)}
 					localNow := base.Add(time.Duration(at) * time.Microsecond)
-					local := tier.takeLocal(b, 1, localNow)
+					set, local := tier.takeLocal(b, 1, localNow)
 					var gr algorithm.Result
 					g, gr = algorithm.Decide(g, p, now, cost, algorithm.Take)
 					checked++
@@ -92,7 +92,7 @@ func TestLocalNeverRejectsWhatGlobalAdmits(t *testing.T) {
 							seed, step, p, cost, at, b.Results[0])
 					}
 					if local && !gr.Allowed {
-						tier.returnLocal(b, 1, localNow)
+						tier.returnLocal(b, 1, localNow, set)
 					}
 					if gr.Allowed {
 						admitted++
@@ -121,11 +121,11 @@ func TestTakeLocalAllOrNothing(t *testing.T) {
 			{Key: "after", Params: wide, Cost: 1},
 		}, Results: make([]global.Result, 3)}
 	}
-	if first := b(); !tier.takeLocal(first, 1, now) {
+	if first := b(); !admits(tier.takeLocal(first, 1, now)) {
 		t.Fatalf("first request denied: %+v", first.Results)
 	}
 	second := b()
-	if tier.takeLocal(second, 1, now) {
+	if admits(tier.takeLocal(second, 1, now)) {
 		t.Fatal("second request admitted past the narrow limit of 1")
 	}
 	r := second.Results
@@ -135,7 +135,7 @@ func TestTakeLocalAllOrNothing(t *testing.T) {
 	// A shadow limit never vetoes.
 	shadow := b()
 	shadow.Items[1].Shadow = true
-	if !tier.takeLocal(shadow, 1, now) || shadow.Results[0].Remaining != 8 {
+	if !admits(tier.takeLocal(shadow, 1, now)) || shadow.Results[0].Remaining != 8 {
 		t.Errorf("with the narrow limit in shadow mode: %+v; want admitted, wide at 8", shadow.Results)
 	}
 }
@@ -174,5 +174,47 @@ func TestTakeLocalAllocs(t *testing.T) {
 	b := &rls.Batch{Items: items, Results: make([]global.Result, len(items))}
 	if avg := testing.AllocsPerRun(1000, func() { tier.takeLocal(b, 1, now) }); avg != 0 {
 		t.Errorf("takeLocal allocates %v times per request; want 0", avg)
+	}
+}
+
+func admits(_ took, ok bool) bool { return ok }
+
+// TestReturnOnlyWhatWasTaken: giving back a rejected request's tokens
+// returns nothing to an item that took none (a shadow limit that was
+// already empty).
+func TestReturnOnlyWhatWasTaken(t *testing.T) {
+	tier := localTier(t)
+	now := time.Now()
+	one := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: 3600e6, Burst: 1}
+	ten := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 3600e6, Burst: 10}
+	b := func() *rls.Batch {
+		return &rls.Batch{Items: []global.Item{
+			{Key: "shadow", Params: one, Cost: 1, Shadow: true},
+			{Key: "real", Params: ten, Cost: 1},
+		}, Results: make([]global.Result, 2)}
+	}
+	tier.takeLocal(b(), 1, now) // the shadow bucket is now empty
+	second := b()
+	set, ok := tier.takeLocal(second, 1, now)
+	if !ok || set != 1<<1 {
+		t.Fatalf("second request: admitted %v, took %b; want admitted, only the real limit took", ok, set)
+	}
+	tier.returnLocal(second, 1, now, set) // the upstream refused it
+	check := &rls.Batch{Items: []global.Item{{Key: "shadow", Params: one}}, Results: make([]global.Result, 1)}
+	tier.takeLocal(check, 1, now)
+	if check.Results[0].Remaining != 0 {
+		t.Errorf("the empty shadow bucket holds %d after the give-back; want 0 (it took nothing)", check.Results[0].Remaining)
+	}
+}
+
+// TestLocalResultWithinTheLimit: a fixed window's local bucket holds twice
+// the limit, but what the reply says is left never exceeds the limit.
+func TestLocalResultWithinTheLimit(t *testing.T) {
+	tier := localTier(t)
+	p := algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: 60e6}
+	b := &rls.Batch{Items: []global.Item{{Key: "fw", Params: p, Cost: 1}}, Results: make([]global.Result, 1)}
+	tier.takeLocal(b, 1, time.Now())
+	if r := b.Results[0]; r.Remaining != 100 || r.ResetAfter != 0 {
+		t.Errorf("after one of 100 from a bucket of 200: %+v; want 100 left (the limit) and nothing to reset", r)
 	}
 }

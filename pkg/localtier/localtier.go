@@ -247,7 +247,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 			t.fallback(b, now)
 			return nil
 		}
-		if t.takeLocal(b, t.opts.Fraction, now) {
+		if _, ok := t.takeLocal(b, t.opts.Fraction, now); ok {
 			t.record(b)
 		}
 		b.Tier = tierLocal
@@ -261,13 +261,14 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 		}
 	}
 	share := t.opts.Fraction
-	if !t.takeLocal(b, share, now) {
+	set, ok := t.takeLocal(b, share, now)
+	if !ok {
 		t.endProbe(probe)
 		b.Tier = tierLocal
 		return nil
 	}
 	if err := t.syncDecide(ctx, b); err != nil {
-		t.returnLocal(b, share, now)
+		t.returnLocal(b, share, now, set)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// The caller went away: not the upstream's fault.
 			t.endProbe(probe)
@@ -290,7 +291,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 		// The global limit rejected what the local bucket admitted: give the
 		// tokens back, so the local bucket counts only admitted hits and never
 		// holds fewer tokens than the global one.
-		t.returnLocal(b, share, now)
+		t.returnLocal(b, share, now, set)
 	}
 	return nil
 }
@@ -298,7 +299,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 // fallback decides b locally at the fallback share, without the upstream.
 func (t *Tier) fallback(b *rls.Batch, now time.Time) {
 	b.Degraded, b.Tier = true, tierFallback
-	if t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now) {
+	if _, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now); ok {
 		t.record(b) // sent when the upstream returns, within MaxPending
 	}
 }
