@@ -52,7 +52,7 @@ type Engine struct {
 }
 
 // NewEngine loads the config, starts watching it, and returns the Engine.
-func NewEngine(opts EngineOptions) (*Engine, error) {
+func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 	if opts.Config == "" {
 		return nil, errors.New("httplimit: EngineOptions.Config is required")
 	}
@@ -71,6 +71,11 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{}
+	defer func() {
+		if err != nil && e.redis != nil {
+			e.redis.Close() // its writers would outlive a failed NewEngine
+		}
+	}()
 	var decider rls.Decider = rls.Direct{Store: memory}
 	if opts.Redis != nil {
 		e.redis, err = global.NewRedis(global.RedisOptions{Client: opts.Redis, Cluster: opts.Cluster, Timeout: opts.Timeout})
@@ -81,7 +86,6 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 			Store: e.redis, Timeout: opts.Timeout, Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger,
 		})
 		if err != nil {
-			e.redis.Close()
 			return nil, err
 		}
 	}

@@ -58,11 +58,12 @@ func (q *queue) wait(ctx context.Context, l Limiter, req *rlsv3.RateLimitRequest
 	defer func() { <-q.waiting }()
 	deadline := q.clock.Now().Add(q.opts.MaxWait)
 	for resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-		turn, ok := q.reserve(req, resp, deadline)
+		turn, slots, ok := q.reserve(req, resp, deadline)
 		if !ok {
 			return resp, nil
 		}
 		if err := q.clock.Sleep(ctx, turn.Sub(q.clock.Now())); err != nil {
+			q.release(turn, slots) // the client went away: its turn is free
 			return nil, err
 		}
 		var err error
@@ -73,14 +74,16 @@ func (q *queue) wait(ctx context.Context, l Limiter, req *rlsv3.RateLimitRequest
 	return resp, nil
 }
 
+// slot is one limit instance a queued request waits on, and its rate.
+type slot struct {
+	key      string
+	interval time.Duration
+}
+
 // reserve gives req its next turn at every limit that refused it (the
 // latest of them), or reports false, reserving nothing, when that turn is
 // past deadline or a limit does not say its rate.
-func (q *queue) reserve(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse, deadline time.Time) (time.Time, bool) {
-	type slot struct {
-		key      string
-		interval time.Duration
-	}
+func (q *queue) reserve(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse, deadline time.Time) (time.Time, []slot, bool) {
 	var slots []slot
 	for i, st := range resp.GetStatuses() {
 		if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -88,12 +91,12 @@ func (q *queue) reserve(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitRespon
 		}
 		interval, ok := interval(st.GetCurrentLimit())
 		if !ok || i >= len(req.GetDescriptors()) {
-			return time.Time{}, false
+			return time.Time{}, nil, false
 		}
 		slots = append(slots, slot{limitKey(req.GetDomain(), st.GetCurrentLimit().GetName(), req.GetDescriptors()[i].GetEntries()), interval})
 	}
 	if len(slots) == 0 {
-		return time.Time{}, false
+		return time.Time{}, nil, false
 	}
 	now := q.clock.Now()
 	q.mu.Lock()
@@ -107,19 +110,33 @@ func (q *queue) reserve(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitRespon
 		turn = maxTime(turn, t.Add(s.interval))
 	}
 	if turn.After(deadline) {
-		return time.Time{}, false
+		return time.Time{}, nil, false
+	}
+	if len(q.next) > 2*q.opts.Size {
+		// Forget limits whose turns are all past, now and then: the map
+		// follows the limits with requests waiting.
+		for k, t := range q.next {
+			if t.Before(now) {
+				delete(q.next, k)
+			}
+		}
 	}
 	for _, s := range slots {
 		q.next[s.key] = maxTime(q.next[s.key], turn)
 	}
-	// Forget limits whose turns are all past, so the map follows the
-	// limits with requests waiting.
-	for k, t := range q.next {
-		if t.Before(now) {
-			delete(q.next, k)
+	return turn, slots, true
+}
+
+// release frees the turn a request reserved and will not take, where no
+// later request has queued behind it.
+func (q *queue) release(turn time.Time, slots []slot) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range slots {
+		if q.next[s.key].Equal(turn) {
+			q.next[s.key] = turn.Add(-s.interval)
 		}
 	}
-	return turn, true
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"testing"
@@ -95,5 +96,31 @@ func TestQueueUnderWindowLimit(t *testing.T) {
 	}
 	if waited := clock.Now().Sub(newFakeClock().Now()); waited < 45*time.Second || waited > time.Minute {
 		t.Errorf("waited %v; want from 45s (the window's end) to the 1m MaxWait", waited)
+	}
+}
+
+// TestQueueReleasesAbandonedTurn: a queued client that goes away frees its
+// turn for the next.
+func TestQueueReleasesAbandonedTurn(t *testing.T) {
+	clock := newFakeClock()
+	m := queued(t, clock, Queue{Size: 10, MaxWait: 5 * time.Second})
+	serve(t, m, get("/", "X-Api-Key", "k"))
+	clock.hold, clock.parked = make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		serve(t, m, get("/", "X-Api-Key", "k").WithContext(ctx))
+	}()
+	<-clock.parked
+	cancel()
+	<-gone
+	clock.hold = nil
+	clock.slept = nil
+	if rec := serve(t, m, get("/", "X-Api-Key", "k")); rec.Code != http.StatusOK {
+		t.Fatalf("the next request: %d", rec.Code)
+	}
+	if want := []time.Duration{time.Second}; !slices.Equal(clock.slept, want) {
+		t.Errorf("the next request waited %v; want %v (the abandoned turn freed)", clock.slept, want)
 	}
 }

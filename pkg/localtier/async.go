@@ -31,10 +31,10 @@ const (
 // sends them. It holds at most max keys; the hits of a key that finds no room
 // are dropped and counted.
 type pending struct {
-	seed     maphash.Seed
-	perShard int
-	keys     atomic.Int64 // keys held, across shards
-	shards   [pendingShards]pendingShard
+	seed   maphash.Seed
+	max    int64
+	keys   atomic.Int64 // keys held, across shards
+	shards [pendingShards]pendingShard
 }
 
 type pendingShard struct {
@@ -54,7 +54,7 @@ type hits struct {
 }
 
 func newPending(max int) *pending {
-	p := &pending{seed: maphash.MakeSeed(), perShard: (max + pendingShards - 1) / pendingShards}
+	p := &pending{seed: maphash.MakeSeed(), max: int64(max)}
 	for i := range p.shards {
 		p.shards[i].hits = make(map[string]hits)
 	}
@@ -68,12 +68,12 @@ func (p *pending) add(key string, h hits) (int64, bool) {
 	s.mu.Lock()
 	cur, ok := s.hits[key]
 	if !ok {
-		if len(s.hits) >= p.perShard {
+		if p.keys.Add(1) > p.max { // a room in the total, taken or given back
+			p.keys.Add(-1)
 			s.mu.Unlock()
 			return 0, false
 		}
 		cur = hits{domain: h.domain, desc: h.desc}
-		p.keys.Add(1)
 	}
 	cur.n += h.n
 	s.hits[key] = cur
