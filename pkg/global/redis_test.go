@@ -237,3 +237,42 @@ func TestRedisTimeoutIsBounded(t *testing.T) {
 		t.Fatalf("Decide with Redis down waited for the caller's deadline (%v); want the store timeout", err)
 	}
 }
+
+// TestFusedRequestFailsAlone: a request that fails inside a fused script
+// call (its key holds another type) fails alone; the others of the call are
+// decided.
+func TestFusedRequestFailsAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	rs := newRedisStore(t, RedisOptions{Client: client, Timeout: time.Second})
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	bad := Key(prefix, "bad")
+	if err := client.Set(ctx, bad, "x", 0).Err(); err != nil { // a string where a sliding log's list belongs
+		t.Fatal(err)
+	}
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: sec, Burst: 10}
+	log := algorithm.Params{Kind: algorithm.SlidingLog, Limit: 10, Window: sec}
+	requests := [][]Item{
+		{{Key: Key(prefix, "a"), Params: p, Cost: 1}},
+		{{Key: bad, Params: log, Cost: 1}},
+		{{Key: Key(prefix, "b"), Params: p, Cost: 1}},
+	}
+	var batch []*call
+	for _, items := range requests {
+		batch = append(batch, rs.decideCall(items, 0))
+	}
+	rs.exec(batch)
+	for i, c := range batch {
+		out := make([]Result, 1)
+		if c.err == nil {
+			_, c.err = readDecide(c.reply, requests[i], out)
+		}
+		if (i == 1) != (c.err != nil) {
+			t.Errorf("request %d: error %v; want an error for request 1 only", i, c.err)
+		}
+		if i != 1 && (c.err != nil || !out[0].Allowed) {
+			t.Errorf("request %d: %+v, %v; want admitted", i, out[0], c.err)
+		}
+	}
+}

@@ -12,7 +12,8 @@
 --           kind: 0 token_bucket, 1 gcra, 2 sliding_window, 3 fixed_window, 4 sliding_log
 --           flags: 1 force (consume even when it does not fit), 2 shadow
 -- Returns, per request: now, then per item: allowed (0/1), remaining,
--- retry µs, reset µs.
+-- retry µs, reset µs; a request whose decision failed has now = -1 (the
+-- error is in Redis's log).
 
 -- decide_request decides the n items at KEYS[k...], ARGV[a...] at now and
 -- appends the request's reply to out.
@@ -113,7 +114,17 @@ for _ = 1, requests do
     now = clock
   end
   local n = tonumber(ARGV[a + 1])
-  decide_request(k, a + 2, n, now, out)
+  -- A request that fails (a key of another type, say) fails alone: its
+  -- reply is now = -1 and zeros, the others of the call stand. What it
+  -- stored before failing stays, as it would in a call of its own.
+  local reply = {}
+  local ok, err = pcall(decide_request, k, a + 2, n, now, reply)
+  if not ok then
+    redis.log(redis.LOG_WARNING, 'sluice decide: ' .. tostring(err))
+    reply = { -1 }
+    for _ = 1, 4 * n do reply[#reply + 1] = 0 end
+  end
+  for i = 1, #reply do out[#out + 1] = reply[i] end
   k, a = k + n, a + 2 + 6 * n
 end
 return out
