@@ -250,7 +250,6 @@ func (r *Redis) run(ctx context.Context, c *call) ([]int64, error) {
 	}
 }
 
-
 // decideAcrossSlots decides a request whose keys span Cluster slots: per
 // slot, then refunds the slots that took if another slot rejected.
 func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Result, now int64) error {
