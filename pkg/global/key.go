@@ -18,20 +18,29 @@ const tagLen = 32
 // move the Cluster hash tag (Redis hashes the first "{...}" only). Each
 // instance has its own slot.
 //
-// AppendKeyPart and AppendKeyOf build a key part by part without
-// allocating (the request path's way); AppendKey and Key take the parts at
-// once. All give the same key for the same parts.
+// KeyName builds a key part by part without allocating (the request
+// path's way); AppendKey and Key take the parts at once. All give the same
+// key for the same parts.
 
-// AppendKeyPart appends one part of a key's name to name, length-prefixed.
-func AppendKeyPart(name []byte, part string) []byte {
-	name = binary.AppendUvarint(name, uint64(len(part)))
-	return append(name, part...)
+// KeyName is the name of a limit instance, built part by part. Its
+// encoding is this package's: callers add parts and make the key, nothing
+// else, so no two different lists of parts can name the same key.
+type KeyName struct{ b []byte }
+
+// NewKeyName starts an empty name in buf's space (buf[:0]): a stack array
+// the name fits in keeps Add and AppendKey from allocating.
+func NewKeyName(buf []byte) KeyName { return KeyName{buf[:0]} }
+
+// Add returns n with part appended.
+func (n KeyName) Add(part string) KeyName {
+	n.b = binary.AppendUvarint(n.b, uint64(len(part)))
+	n.b = append(n.b, part...)
+	return n
 }
 
-// AppendKeyOf appends to dst the store key of the name built by
-// AppendKeyPart.
-func AppendKeyOf(dst []byte, prefix string, name []byte) []byte {
-	sum := sha256.Sum256(name)
+// AppendKey appends to dst the store key the name stands for.
+func (n KeyName) AppendKey(dst []byte, prefix string) []byte {
+	sum := sha256.Sum256(n.b)
 	dst = append(dst, prefix...)
 	dst = append(dst, '{')
 	dst = hex.AppendEncode(dst, sum[:tagLen/2])
@@ -41,11 +50,11 @@ func AppendKeyOf(dst []byte, prefix string, name []byte) []byte {
 // AppendKey appends to dst the store key named by parts.
 func AppendKey(dst []byte, prefix string, parts ...string) []byte {
 	var buf [256]byte
-	name := buf[:0]
+	name := NewKeyName(buf[:])
 	for _, p := range parts {
-		name = AppendKeyPart(name, p)
+		name = name.Add(p)
 	}
-	return AppendKeyOf(dst, prefix, name)
+	return name.AppendKey(dst, prefix)
 }
 
 // Key is AppendKey into a new string.

@@ -176,12 +176,9 @@ func dropReplaced(limits []*config.Limit) {
 // limit's config path and algorithm, and the request's entries.
 func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, desc *ratelimitv3.RateLimitDescriptor) []byte {
 	var buf [256]byte
-	name := global.AppendKeyPart(buf[:0], domain)
-	name = global.AppendKeyPart(name, l.Path)
-	name = global.AppendKeyPart(name, p.Kind.String())
+	name := global.NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
 	for _, e := range desc.GetEntries() {
-		name = global.AppendKeyPart(name, e.GetKey())
-		name = global.AppendKeyPart(name, entryValue(e.GetValue()))
+		name = name.Add(e.GetKey()).Add(entryValue(e.GetValue()))
 	}
-	return global.AppendKeyOf(dst, s.opts.KeyPrefix, name)
+	return name.AppendKey(dst, s.opts.KeyPrefix)
 }
