@@ -3,6 +3,7 @@ package localtier
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -51,6 +53,10 @@ type hits struct {
 	domain string
 	desc   *ratelimitv3.RateLimitDescriptor
 	n      uint64
+	// first and last are when the first and the last of the n were
+	// admitted, and memory how long the key's limit remembers a hit (ns;
+	// see memory): what stale hits are worth when they are sent late.
+	first, last, memory int64
 }
 
 func newPending(max int) *pending {
@@ -73,9 +79,10 @@ func (p *pending) add(key string, h hits) (int64, bool) {
 			s.mu.Unlock()
 			return 0, false
 		}
-		cur = hits{domain: h.domain, desc: h.desc}
+		cur = hits{domain: h.domain, desc: h.desc, first: h.first, memory: h.memory}
 	}
 	cur.n += h.n
+	cur.first, cur.last = min(cur.first, h.first), max(cur.last, h.last)
 	s.hits[key] = cur
 	s.mu.Unlock()
 	return p.keys.Load(), true
@@ -105,13 +112,48 @@ func (p *pending) drain(dst []entry) []entry {
 // record adds an admitted request's hits to the pending aggregate (async
 // mode, and either mode while the upstream is away) and wakes the flusher
 // once BatchSize keys are pending.
-func (t *Tier) record(b *rls.Batch) {
+func (t *Tier) record(b *rls.Batch, now time.Time) {
+	at := now.Sub(t.base).Nanoseconds()
 	for i, it := range b.Items {
 		if it.Cost <= 0 {
 			continue
 		}
-		t.pend(it.Key, hits{domain: b.Domain, desc: b.Descriptors[i], n: uint64(it.Cost)})
+		t.pend(it.Key, hits{domain: b.Domain, desc: b.Descriptors[i], n: uint64(it.Cost),
+			first: at, last: at, memory: memory(it.Params).Nanoseconds()})
 	}
+}
+
+// memory is how long a limit remembers a hit: a bucket refills it within
+// burst/rate, a window forgets it when the window has passed (two for the
+// sliding window's weighted previous one).
+func memory(p algorithm.Params) time.Duration {
+	w := time.Duration(p.Window) * time.Microsecond
+	switch p.Kind {
+	case algorithm.TokenBucket, algorithm.GCRA:
+		return time.Duration(float64(w) * float64(p.Burst) / float64(p.Limit))
+	case algorithm.SlidingWindow:
+		return 2 * w
+	}
+	return w
+}
+
+// worth is how many of h's hits are still worth recording at now. Sent
+// late (held through an upstream outage), hits the limit would have
+// forgotten by now would only put the key into a debt its client never
+// ran up: a token bucket charged ten minutes of hits at once stays shut
+// for minutes after the outage. So hits older than both the limit's memory
+// and one retry interval are left out, taking the n as spread evenly over
+// [first, last]. Hits sent on time are always worth all of them.
+func (t *Tier) worth(h hits, now time.Time) uint64 {
+	cutoff := now.Sub(t.base).Nanoseconds() - max(h.memory, t.opts.RetryInterval.Nanoseconds())
+	switch {
+	case h.first >= cutoff:
+		return h.n
+	case h.last < cutoff:
+		return 0
+	}
+	kept := float64(h.last-cutoff) / float64(h.last-h.first)
+	return uint64(math.Ceil(float64(h.n) * kept))
 }
 
 func (t *Tier) pend(key string, h hits) {
@@ -226,13 +268,25 @@ func calls(entries []entry) [][]entry {
 // send records one call's hits upstream and flags the keys it says are
 // used up until it says they admit again.
 func (t *Tier) send(c []entry) error {
-	descs := make([]*ratelimitv3.RateLimitDescriptor, len(c))
-	costs := make([]uint64, len(c))
-	for i, e := range c {
-		descs[i], costs[i] = e.desc, min(e.n, rls.MaxCost)
-		if e.n > rls.MaxCost { // past what one descriptor may carry
-			t.m.dropped.Add(float64(e.n - rls.MaxCost))
+	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
+	costs := make([]uint64, 0, len(c))
+	keys := make([]string, 0, len(c))
+	now := t.opts.Now()
+	for _, e := range c {
+		n := t.worth(e.hits, now)
+		if n < e.n {
+			t.m.expired.Add(float64(e.n - n))
 		}
+		if n > rls.MaxCost { // past what one descriptor may carry
+			t.m.dropped.Add(float64(n - rls.MaxCost))
+			n = rls.MaxCost
+		}
+		if n > 0 {
+			descs, costs, keys = append(descs, e.desc), append(costs, n), append(keys, e.key)
+		}
+	}
+	if len(descs) == 0 {
+		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
 	resp, md, err := t.call(context.Background(), request(c[0].domain, descs, costs), rls.SidecarRecord)
@@ -243,13 +297,13 @@ func (t *Tier) send(c []entry) error {
 		return nil
 	}
 	retries := parseRetries(md)
-	now := t.opts.Now()
+	now = t.opts.Now()
 	for i, st := range resp.GetStatuses() {
 		if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 			continue
 		}
 		wait := retryAfter(retries, i, st.GetDurationUntilReset().AsDuration().Microseconds())
-		t.opts.Cache.Add(c[i].key, now.Add(time.Duration(wait)*time.Microsecond))
+		t.opts.Cache.Add(keys[i], now.Add(time.Duration(wait)*time.Microsecond))
 	}
 	return nil
 }

@@ -218,3 +218,33 @@ func TestLocalResultWithinTheLimit(t *testing.T) {
 		t.Errorf("after one of 100 from a bucket of 200: %+v; want 100 left (the limit) and nothing to reset", r)
 	}
 }
+
+// TestWorth: hits sent on time are recorded in full; hits held past what
+// their limit remembers (and past a retry interval) are left out, in
+// proportion when only some of them are.
+func TestWorth(t *testing.T) {
+	tier, err := New(Options{Upstream: unreachable{}, Mode: Sync, RetryInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tier.Close()
+	now := tier.base.Add(time.Hour)
+	at := func(ago time.Duration) int64 { return now.Add(-ago).Sub(tier.base).Nanoseconds() }
+	fast := memory(algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 100}) // 1s
+	slow := memory(algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: 3600e6})          // 1h
+	tests := []struct {
+		name string
+		h    hits
+		want uint64
+	}{
+		{"on time", hits{n: 50, first: at(20 * time.Millisecond), last: at(time.Millisecond), memory: fast.Nanoseconds()}, 50},
+		{"held 10 minutes on a 1s memory", hits{n: 60000, first: at(10 * time.Minute), last: at(10 * time.Second), memory: fast.Nanoseconds()}, 0},
+		{"held 10 minutes, the last 2s of them remembered", hits{n: 6000, first: at(10 * time.Minute), last: at(time.Millisecond), memory: fast.Nanoseconds()}, 10},
+		{"held 10 minutes on a 1h memory", hits{n: 6000, first: at(10 * time.Minute), last: at(time.Second), memory: slow.Nanoseconds()}, 6000},
+	}
+	for _, tt := range tests {
+		if got := tier.worth(tt.h, now); got != tt.want {
+			t.Errorf("%s: worth %d of %d; want %d", tt.name, got, tt.h.n, tt.want)
+		}
+	}
+}

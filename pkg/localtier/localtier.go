@@ -52,7 +52,9 @@
 // probes the upstream again every RetryInterval, one call at a time. In
 // either mode the hits admitted meanwhile stay pending, within MaxPending
 // keys (hits of further keys are dropped and counted), and are recorded
-// when the upstream returns, so the global state learns of them. A sync
+// when the upstream returns, so the global state learns of them; except
+// those held past the time their limit remembers a hit, which would put the
+// key into a debt nobody ran up (see worth). A sync
 // call that timed out may still have been counted upstream (a slow server
 // acts on it later) and is then decided again by the fallback: an outage
 // can over-count one request per timed-out call, never under-count.
@@ -248,7 +250,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 			return nil
 		}
 		if _, ok := t.takeLocal(b, t.opts.Fraction, now); ok {
-			t.record(b)
+			t.record(b, now)
 		}
 		b.Tier = tierLocal
 		return nil
@@ -300,7 +302,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 func (t *Tier) fallback(b *rls.Batch, now time.Time) {
 	b.Degraded, b.Tier = true, tierFallback
 	if _, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now); ok {
-		t.record(b) // sent when the upstream returns, within MaxPending
+		t.record(b, now) // sent when the upstream returns, within MaxPending
 	}
 }
 

@@ -11,6 +11,7 @@ type metrics struct {
 	flush         prometheus.Histogram
 	lag           prometheus.Histogram
 	dropped       prometheus.Counter
+	expired       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
@@ -35,6 +36,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			Name: "sluice_localfilter_flush_lag_seconds", Help: "How late async flushes start after their tick: a flusher short of CPU, which lengthens the overshoot cycle.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_localfilter_expired_hits_total",
+			Help: "Admitted hits not recorded because they were held (through an upstream outage) past the time their limit remembers a hit.",
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
 			Help: "Admitted hits never recorded upstream: the pending buffer was full, or the upstream was away at shutdown.",
@@ -42,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 	}
 	m.upstreamUp.Set(1)
 	if reg != nil {
-		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped,
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped, m.expired,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
 			}, func() float64 { return float64(t.pending.keys.Load()) }),
