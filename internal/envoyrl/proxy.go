@@ -147,16 +147,18 @@ func (p *Proxy) route(req Request) (*routev3.VirtualHost, *routev3.Route, error)
 }
 
 // domainRank orders Envoy's virtual host domain matches: exact, then
-// suffix wildcard, then prefix wildcard, then "*"; -1 for no match.
+// suffix wildcards, then prefix wildcards (each the longest first), then
+// "*"; -1 for no match.
 func domainRank(pattern, host string) int {
+	const tier = 1 << 16 // beyond any host name's length
 	pattern = strings.ToLower(pattern)
 	switch {
 	case pattern == host:
-		return 3
+		return 3 * tier
 	case strings.HasPrefix(pattern, "*") && pattern != "*" && strings.HasSuffix(host, pattern[1:]):
-		return 2
+		return 2*tier + len(pattern)
 	case strings.HasSuffix(pattern, "*") && pattern != "*" && strings.HasPrefix(host, pattern[:len(pattern)-1]):
-		return 1
+		return tier + len(pattern)
 	case pattern == "*":
 		return 0
 	}

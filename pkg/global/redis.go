@@ -46,9 +46,11 @@ type RedisOptions struct {
 // the Lua decide script (per Cluster slot), and concurrent requests are
 // coalesced by a small set of writers: a writer takes the first waiting
 // call, then every call already queued behind it up to MaxBatch, and sends
-// them in one round trip, the requests of one slot (all of them on a single
-// node) as one script call that decides them one after the other, each all
-// or nothing, with one TIME and one MGET for the lot. Under load a round
+// them in one round trip, the requests of one slot as one script call that
+// decides them one after the other, each all or nothing, with one TIME and
+// one MGET for the lot. On a single node (or Sentinel) that is every
+// request of the batch; on a Cluster, where every limit instance has its
+// own slot, only requests on the same keys share a call. Under load a round
 // trip carries many decisions; with a single caller it carries one, with
 // no added wait.
 //

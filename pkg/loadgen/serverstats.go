@@ -40,8 +40,8 @@ func newMetricsSampler(ctx context.Context, rawURL string, allowRemote bool) (*m
 	return &metricsSampler{url: rawURL, client: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
-// sample returns the counter's value, 0 when the endpoint does not have it
-// (a server on its in-memory store).
+// sample returns the counter's value; an endpoint without it (not a
+// sluice server on Redis, a wrong URL) is an error, not zero round trips.
 func (m *metricsSampler) sample(ctx context.Context) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
 	if err != nil {
@@ -63,7 +63,10 @@ func (m *metricsSampler) sample(ctx context.Context) (float64, error) {
 			return strconv.ParseFloat(strings.TrimSpace(value), 64)
 		}
 	}
-	return 0, sc.Err()
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("metrics %s: no %s (a sluice server on Redis has it)", m.url, RoundTripsMetric)
 }
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,

@@ -25,6 +25,13 @@ func TestMetricsSampler(t *testing.T) {
 	if got, err := m.sample(context.Background()); err != nil || got != 1234 {
 		t.Errorf("sample = %v, %v; want 1234", got, err)
 	}
+	none := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "other_metric 1") }))
+	defer none.Close()
+	if m, err := newMetricsSampler(context.Background(), none.URL, false); err != nil {
+		t.Fatal(err)
+	} else if _, err := m.sample(context.Background()); err == nil {
+		t.Error("an endpoint without the counter: no error")
+	}
 	for _, bad := range []string{"ftp://127.0.0.1/metrics", "http:///metrics", "http://192.0.2.1:8080/metrics"} {
 		if _, err := newMetricsSampler(context.Background(), bad, false); err == nil {
 			t.Errorf("newMetricsSampler(%q) accepted", bad)

@@ -29,8 +29,9 @@
 // lag how late the flusher ran, RTT the flush's round trip, itself bounded
 // by Timeout). The same holds each time a flag expires while the global
 // state is still short; the flag lasts until the upstream's state, debt
-// included, admits again, so the debt of one cycle is repaid before the next
-// starts. With N sidecars, each holding a local bucket of rate r and capacity
+// included, admits again, so under a bucket algorithm the debt of one cycle
+// is repaid before the next starts (a window algorithm forgets it when its
+// window turns). With N sidecars, each holding a local bucket of rate r and capacity
 // b for the key, the hits admitted beyond the limit are at most
 //
 //	N · min(b + r·C, q(C))
