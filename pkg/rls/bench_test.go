@@ -18,17 +18,7 @@ import (
 // key building, an in-memory decision, the reply and the metrics, on 10k
 // keys all admitted.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
-`)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _ := global.NewMemory(global.MemoryOptions{})
-	flags, _ := cache.New(100_000)
-	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
+	svc := benchService(b, "{name: per-client, unit: second, requests_per_unit: 1000000000}")
 	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
 	for i := range reqs {
 		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
@@ -47,17 +37,7 @@ descriptors:
 // BenchmarkShouldRateLimitFlood is a flood on one key the flag cache holds
 // as over limit: the 429 reply built without a store call.
 func BenchmarkShouldRateLimitFlood(b *testing.B) {
-	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {name: per-client, unit: hour, requests_per_unit: 1}
-`)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _ := global.NewMemory(global.MemoryOptions{})
-	flags, _ := cache.New(100_000)
-	svc, _ := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
+	svc := benchService(b, "{name: per-client, unit: hour, requests_per_unit: 1}")
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}},
 	}}}
@@ -70,4 +50,27 @@ descriptors:
 			b.Fatal(resp, err)
 		}
 	}
+}
+
+// benchService is a service on the in-memory store with one
+// remote_address limit in domain edge.
+func benchService(b *testing.B, limit string) *Service {
+	b.Helper()
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: " + limit + "\n")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	flags, err := cache.New(100_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return svc
 }
