@@ -28,6 +28,19 @@ type redisClient interface {
 // call a script makes, so it overstates round trips.)
 type roundTrips struct{ trips, commands prometheus.Counter }
 
+// countRoundTrips attaches h where it sees what goes on the wire. A
+// ClusterClient splits one pipeline into one per node, so its own hook
+// would count one trip where there are several: on a Cluster h goes on
+// every node's client instead (nodes are created lazily, so this must run
+// before the first command).
+func countRoundTrips(c redisClient, h *roundTrips) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
+		return
+	}
+	c.AddHook(h)
+}
+
 func newRoundTrips(reg prometheus.Registerer) *roundTrips {
 	h := &roundTrips{
 		trips: prometheus.NewCounter(prometheus.CounterOpts{

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		decider = rls.Direct{Store: memory}
 	} else {
 		defer client.Close()
-		client.AddHook(newRoundTrips(reg))
+		countRoundTrips(client, newRoundTrips(reg))
 		storeName = "redis"
 		if cluster {
 			storeName = "redis-cluster"
