@@ -178,11 +178,10 @@ func routeMatches(m *routev3.RouteMatch, path string, req Request) (bool, error)
 	case *routev3.RouteMatch_Path:
 		ok = eq(path, ps.Path)
 	case *routev3.RouteMatch_SafeRegex:
-		re, err := regexp.Compile("^(?:" + ps.SafeRegex.GetRegex() + ")$")
-		if err != nil {
+		var err error
+		if ok, err = fullMatch(ps.SafeRegex.GetRegex(), path); err != nil {
 			return false, err
 		}
-		ok = re.MatchString(path)
 	default:
 		return false, fmt.Errorf("path specifier %T is not modelled", ps)
 	}
@@ -345,11 +344,17 @@ func stringMatches(m *matcherv3.StringMatcher, v string) (bool, error) {
 	case *matcherv3.StringMatcher_Contains:
 		return strings.Contains(v, low(p.Contains)), nil
 	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile("^(?:" + p.SafeRegex.GetRegex() + ")$")
-		if err != nil {
-			return false, err
-		}
-		return re.MatchString(v), nil
+		return fullMatch(p.SafeRegex.GetRegex(), v)
 	}
 	return false, fmt.Errorf("string matcher %T is not modelled", m.GetMatchPattern())
+}
+
+// fullMatch reports whether pattern matches all of s, as Envoy's RE2
+// safe_regex does (the whole value, not a substring).
+func fullMatch(pattern, s string) (bool, error) {
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	if err != nil {
+		return false, err
+	}
+	return re.MatchString(s), nil
 }
