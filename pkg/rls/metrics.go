@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"tier", "result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
-			Help: "Limit decisions by domain, limit and result: ok, over_limit, shadow_over_limit (a shadow-mode limit that would have rejected).",
+			Help: "Limit decisions by domain, limit and result: ok (this limit had room; another limit of the request may still have refused it), over_limit, shadow_over_limit (a shadow-mode limit that would have rejected).",
 		}, []string{"domain", "limit", "result"}),
 		detailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_detailed_decisions_total",
