@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -325,20 +326,7 @@ func TestTransportFullJitterBounds(t *testing.T) {
 	const base, ceiling = 30 * time.Millisecond, time.Second
 	_, srv := newServer(t, reply{status: 429})
 	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		clock := newFakeClock()
-		tr := NewTransport(Options{Base: base, Cap: ceiling, MaxAttempts: 12, MaxElapsed: time.Hour,
-			Clock: clock, Next: srv.Client().Transport, Rand: rng.Float64})
-		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("seed %d: RoundTrip error: %v", seed, err)
-		}
-		resp.Body.Close()
-		waits := clock.Waits()
-		if len(waits) != 11 {
-			t.Fatalf("seed %d: %d waits; want 11", seed, len(waits))
-		}
+		waits := seededWaits(t, srv, Options{Base: base, Cap: ceiling}, seed, 1)
 		for n, w := range waits {
 			if hi := min(ceiling, base<<n); w < 0 || w > hi {
 				t.Errorf("seed %d: wait before retry %d = %v; want within [0, %v]", seed, n, w, hi)
@@ -360,6 +348,27 @@ func TestBackoffNoOverflow(t *testing.T) {
 	}
 }
 
+// seededWaits runs one GET through a transport built from o with 12
+// attempts, a fake clock and a PCG source (seed, stream), against a server
+// that always refuses, and returns the 11 waits between the attempts.
+func seededWaits(t *testing.T, srv *httptest.Server, o Options, seed, stream uint64) []time.Duration {
+	t.Helper()
+	clock := newFakeClock()
+	o.MaxAttempts, o.MaxElapsed = 12, time.Hour
+	o.Clock, o.Next, o.Rand = clock, srv.Client().Transport, rand.New(rand.NewPCG(seed, stream)).Float64
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	resp, err := NewTransport(o).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("seed %d: RoundTrip error: %v", seed, err)
+	}
+	resp.Body.Close()
+	waits := clock.Waits()
+	if len(waits) != 11 {
+		t.Fatalf("seed %d: %d waits; want 11", seed, len(waits))
+	}
+	return waits
+}
+
 func lens(ss []string) []int {
 	out := make([]int, len(ss))
 	for i, s := range ss {
@@ -374,20 +383,7 @@ func TestTransportRetryAfterJitterBounds(t *testing.T) {
 	const d, j = 2 * time.Second, 3 * time.Second
 	_, srv := newServer(t, reply{status: 429, header: map[string][]string{"Retry-After": {"2"}}})
 	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 2))
-		clock := newFakeClock()
-		tr := NewTransport(Options{RetryAfterJitter: j, MaxAttempts: 12, MaxElapsed: time.Hour,
-			Clock: clock, Next: srv.Client().Transport, Rand: rng.Float64})
-		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("seed %d: RoundTrip error: %v", seed, err)
-		}
-		resp.Body.Close()
-		waits := clock.Waits()
-		if len(waits) != 11 {
-			t.Fatalf("seed %d: %d waits; want 11", seed, len(waits))
-		}
+		waits := seededWaits(t, srv, Options{RetryAfterJitter: j}, seed, 2)
 		for n, w := range waits {
 			if w < d || w > d+j {
 				t.Errorf("seed %d: wait before retry %d = %v; want within [%v, %v]", seed, n, w, d, d+j)
