@@ -155,6 +155,14 @@ func TestLoadDirectory(t *testing.T) {
 	if got, want := c.Domains(), []string{"a", "b", "d"}; !slices.Equal(got, want) {
 		t.Errorf("Domains() = %v; want %v", got, want)
 	}
+	for _, d := range []string{"a", "b", "d"} {
+		if !c.HasDomain(d) {
+			t.Errorf("HasDomain(%q) = false; want true", d)
+		}
+	}
+	if c.HasDomain("c") {
+		t.Error(`HasDomain("c") = true for a domain not configured`)
+	}
 }
 
 func TestLoadConfigMap(t *testing.T) {

@@ -160,6 +160,11 @@ func (c *Config) Domains() []string {
 	return slices.Clone(c.names)
 }
 
+// HasDomain reports whether domain is configured. It does not allocate.
+func (c *Config) HasDomain(domain string) bool {
+	return c != nil && c.domains[domain] != nil
+}
+
 // Version returns a short hex digest (16 digits) of the files' names and
 // contents: equal inputs give equal versions, so replicas and reloads can be
 // compared. Load digests names relative to the loaded directory, so the same

@@ -170,7 +170,7 @@ func TestMatchNilConfig(t *testing.T) {
 	if l := c.Match("d", []Entry{{"k", "v"}}); l != nil {
 		t.Errorf("nil Config Match = %v; want nil", l)
 	}
-	if c.Domains() != nil || c.Limits() != nil || c.Version() != "" {
+	if c.Domains() != nil || c.Limits() != nil || c.Version() != "" || c.HasDomain("d") {
 		t.Error("nil Config has domains, limits or a version")
 	}
 }

@@ -69,7 +69,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 			entries = append(entries, config.Entry{Key: e.GetKey(), Value: entryValue(e.GetValue())})
 		}
 		l := cfg.Match(domain, entries)
-		if o := desc.GetLimit(); o != nil && hasDomain(cfg, domain) {
+		if o := desc.GetLimit(); o != nil && cfg.HasDomain(domain) {
 			l = withOverride(domain, l, o)
 			overrides |= 1 << i
 		}
@@ -136,15 +136,6 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 		Results:     d.batch.Results[:n],
 	}
 	return d
-}
-
-func hasDomain(cfg *config.Config, domain string) bool {
-	for _, d := range cfg.Domains() {
-		if d == domain {
-			return true
-		}
-	}
-	return false
 }
 
 // dropReplaced removes the limits that another matched limit replaces

@@ -113,7 +113,7 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 	if cfg == nil {
 		return nil, errors.New("simulate: no config")
 	}
-	if !slices.Contains(cfg.Domains(), opts.Domain) {
+	if !cfg.HasDomain(opts.Domain) {
 		return nil, fmt.Errorf("simulate: domain %q is not configured (configured: %s)", opts.Domain, strings.Join(cfg.Domains(), ", "))
 	}
 	bucket := opts.Bucket.Microseconds()
