@@ -15,6 +15,8 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
+	// A flush's latency and lag, 0.5 ms to 250 ms.
+	flushBuckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25}
 	m := &metrics{
 		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_localfilter_upstream_calls_total",
@@ -30,11 +32,11 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}),
 		flush: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_localfilter_flush_duration_seconds", Help: "Latency of an async flush, all its calls.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			Buckets: flushBuckets,
 		}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_localfilter_flush_lag_seconds", Help: "How late async flushes start after their tick: a flusher short of CPU, which lengthens the overshoot cycle.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			Buckets: flushBuckets,
 		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_expired_hits_total",
@@ -42,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
-			Help: "Admitted hits never recorded upstream: the pending buffer was full, or the upstream was away at shutdown.",
+			Help: "Admitted hits never recorded upstream: the pending buffer was full, the upstream refused them (InvalidArgument), one key's aggregate passed the most a descriptor may carry, or the upstream was away at shutdown.",
 		}),
 	}
 	m.upstreamUp.Set(1)
