@@ -19,8 +19,8 @@ const tagLen = 32
 // instance has its own slot.
 //
 // KeyName builds a key part by part without allocating (the request
-// path's way); AppendKey and Key take the parts at once. All give the same
-// key for the same parts.
+// path's way); Key takes the parts at once. Both give the same key for the
+// same parts.
 
 // KeyName is the name of a limit instance, built part by part. Its
 // encoding is this package's: callers add parts and make the key, nothing
@@ -47,19 +47,14 @@ func (n KeyName) AppendKey(dst []byte, prefix string) []byte {
 	return append(dst, '}')
 }
 
-// AppendKey appends to dst the store key named by parts.
-func AppendKey(dst []byte, prefix string, parts ...string) []byte {
+// Key returns the store key named by parts.
+func Key(prefix string, parts ...string) string {
 	var buf [256]byte
 	name := NewKeyName(buf[:])
 	for _, p := range parts {
 		name = name.Add(p)
 	}
-	return name.AppendKey(dst, prefix)
-}
-
-// Key is AppendKey into a new string.
-func Key(prefix string, parts ...string) string {
-	return string(AppendKey(nil, prefix, parts...))
+	return string(name.AppendKey(nil, prefix))
 }
 
 // slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash
