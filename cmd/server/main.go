@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/pkg/cache"
 )
 
 func main() {
@@ -90,7 +91,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.breakerFails, "breaker-failures", 3, "store failures in a row that open the circuit breaker")
 	fs.DurationVar(&o.cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
-	fs.IntVar(&o.cacheSize, "cache-size", 100_000, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")

@@ -57,6 +57,10 @@ type shard struct {
 	_ [128 - 16]byte
 }
 
+// DefaultSize is the flag cache size the daemons and the HTTP middleware's
+// Engine use unless told otherwise.
+const DefaultSize = 100_000
+
 // New returns a cache holding at most size keys in total. size must be
 // positive. A cache smaller than 16 keys gets fewer shards (the largest power of
 // two not above size), so the total bound is exact.

@@ -36,7 +36,7 @@ type EngineOptions struct {
 	FailureMode rls.FailureMode
 	// Timeout bounds each Redis call. Default 10ms.
 	Timeout time.Duration
-	// CacheSize bounds the over-limit flag cache; 0 means 100,000.
+	// CacheSize bounds the over-limit flag cache; 0 means cache.DefaultSize.
 	CacheSize  int
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -60,7 +60,7 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.CacheSize == 0 {
-		opts.CacheSize = 100_000
+		opts.CacheSize = cache.DefaultSize
 	}
 	cfg, err := reload.New(reload.Options{Path: opts.Config, Logger: opts.Logger, Registerer: opts.Registerer})
 	if err != nil {
@@ -76,14 +76,22 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 			e.redis.Close() // its writers would outlive a failed NewEngine
 		}
 	}()
+	var metrics *rls.Metrics
+	if opts.Registerer != nil {
+		metrics = rls.NewMetrics(opts.Registerer)
+	}
 	var decider rls.Decider = rls.Direct{Store: memory}
 	if opts.Redis != nil {
 		e.redis, err = global.NewRedis(global.RedisOptions{Client: opts.Redis, Cluster: opts.Cluster, Timeout: opts.Timeout})
 		if err != nil {
 			return nil, err
 		}
+		var storeMetrics *rls.StoreMetrics
+		if metrics != nil {
+			storeMetrics = metrics.Store
+		}
 		decider, err = rls.NewStoreDecider(rls.StoreOptions{
-			Store: e.redis, Timeout: opts.Timeout, Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger,
+			Store: e.redis, Timeout: opts.Timeout, Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger, Metrics: storeMetrics,
 		})
 		if err != nil {
 			return nil, err
@@ -92,10 +100,6 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 	flags, err := cache.New(opts.CacheSize)
 	if err != nil {
 		return nil, err
-	}
-	var metrics *rls.Metrics
-	if opts.Registerer != nil {
-		metrics = rls.NewMetrics(opts.Registerer)
 	}
 	e.svc, err = rls.New(rls.Options{Config: cfg.Current, Decider: decider, Cache: flags, Logger: opts.Logger, Metrics: metrics})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -76,7 +77,8 @@ func TestEngineInMemory(t *testing.T) {
 func TestEngineSharedRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := configFile(t)
-	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9}))
+	reg := prometheus.NewRegistry()
+	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9, Registerer: reg}))
 	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9}))
 	if n := admitted(t, 10, "shared", a, b); n != 3 {
 		t.Errorf("two instances on one Redis admitted %d of 10 on 3 a minute; want 3", n)
@@ -87,6 +89,27 @@ func TestEngineSharedRedis(t *testing.T) {
 	if n := admitted(t, 4, "during-outage", a); n != 4 {
 		t.Errorf("with Redis down: %d of 4 served; want all (fail open)", n)
 	}
+	// The store metrics follow the outage.
+	if got := gathered(t, reg, "sluice_store_errors_total"); got < 1 {
+		t.Errorf("sluice_store_errors_total = %v after failed store calls; want ≥ 1", got)
+	}
+}
+
+// gathered is the value of the unlabelled metric name in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			m := f.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
 }
 
 // TestRemote: the same answers from a sluice server over gRPC.

@@ -25,6 +25,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // Limiter decides a rate-limit request: an *Engine, or Remote around a
@@ -120,7 +122,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			m.opts.Logger.Warn("rate limiter failed", "error", err.Error(), "fail_closed", m.opts.FailClosed)
 			if m.opts.FailClosed {
-				w.Header().Set("Retry-After", "1")
+				w.Header().Set(rls.HeaderRetryAfter, "1")
 				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 				return
 			}
@@ -128,9 +130,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
 			reject(w, resp)
 		default:
-			for _, h := range resp.GetResponseHeadersToAdd() {
-				w.Header().Set(h.GetKey(), h.GetValue())
-			}
+			setHeaders(w, resp)
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -161,9 +161,7 @@ next:
 // RateLimit-Policy, RateLimit, X-RateLimit-Reason, the content type) and
 // its problem-details body, as Envoy would send it.
 func reject(w http.ResponseWriter, resp *rlsv3.RateLimitResponse) {
-	for _, h := range resp.GetResponseHeadersToAdd() {
-		w.Header().Set(h.GetKey(), h.GetValue())
-	}
+	setHeaders(w, resp)
 	body := resp.GetRawBody()
 	if len(body) == 0 { // a limiter that sends no body (envoyproxy/ratelimit)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -171,4 +169,11 @@ func reject(w http.ResponseWriter, resp *rlsv3.RateLimitResponse) {
 	}
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(body)
+}
+
+// setHeaders sets the headers resp asks for on w.
+func setHeaders(w http.ResponseWriter, resp *rlsv3.RateLimitResponse) {
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		w.Header().Set(h.GetKey(), h.GetValue())
+	}
 }

@@ -3,15 +3,15 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/retry"
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // Queue makes the middleware delay a request that is over its limit
@@ -148,37 +148,21 @@ func maxTime(a, b time.Time) time.Time {
 
 // interval is the time between two requests at limit's rate.
 func interval(limit *rlsv3.RateLimitResponse_RateLimit) (time.Duration, bool) {
-	units := map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
-		rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
-		rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
-		rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
-		rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
-		rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
-		rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
-		rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
-	}
-	unit, ok := units[limit.GetUnit()]
+	window, ok := rls.CurrentLimitWindow(limit)
 	if !ok || limit.GetRequestsPerUnit() == 0 {
 		return 0, false
 	}
-	window := unit * time.Duration(max(1, limit.GetUnitMultiplier().GetValue()))
 	return window / time.Duration(limit.GetRequestsPerUnit()), true
 }
 
 // limitKey names one limit instance: the limit and the descriptor's
-// entries, length-prefixed so that no values can make two collide.
+// entries, as the store names them, so that no values can make two
+// collide.
 func limitKey(domain, limit string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	var b strings.Builder
-	part := func(s string) {
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
-	}
-	part(domain)
-	part(limit)
+	var buf [256]byte
+	name := global.NewKeyName(buf[:]).Add(domain).Add(limit)
 	for _, e := range entries {
-		part(e.GetKey())
-		part(e.GetValue())
+		name = name.Add(e.GetKey()).Add(e.GetValue())
 	}
-	return b.String()
+	return string(name.AppendKey(nil, ""))
 }

@@ -76,7 +76,6 @@ func (o Options) withDefaults() Options {
 	if o.MaxElapsed <= 0 {
 		o.MaxElapsed = DefaultMaxElapsed
 	}
-	o.MaxWait = max(o.MaxWait, 0)
 	o.RetryAfterJitter = max(o.RetryAfterJitter, 0)
 	if o.Retryable == nil {
 		o.Retryable = defaultRetryable
@@ -85,7 +84,7 @@ func (o Options) withDefaults() Options {
 		o.Next = http.DefaultTransport
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = SystemClock()
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Float64

@@ -77,6 +77,17 @@ func responseUnit(u config.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
 
+// CurrentLimitWindow is the window a reply's current_limit describes (its
+// unit times its multiplier), or false when its unit is not one of ours.
+func CurrentLimitWindow(cl *rlsv3.RateLimitResponse_RateLimit) (time.Duration, bool) {
+	for u := config.UnitSecond; u <= config.UnitYear; u++ {
+		if responseUnit(u) == cl.GetUnit() {
+			return u.Duration() * time.Duration(max(1, cl.GetUnitMultiplier().GetValue())), true
+		}
+	}
+	return 0, false
+}
+
 // withOverride applies an Envoy descriptor's limit override. As in
 // envoyproxy/ratelimit, an override applies whenever the domain is
 // configured, matched or not; it keeps a matched limit's algorithm,
