@@ -1,9 +1,12 @@
 package httplimit
 
 import (
+	"cmp"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -102,14 +105,21 @@ func FromContext(key any) Source {
 
 // RouteCost is a Cost: the cost of the longest path prefix in costs that
 // the request's path starts with, or def.
+// costs is read once, when RouteCost is called.
 func RouteCost(costs map[string]uint64, def uint64) func(*http.Request) uint64 {
+	// Longest first: the first prefix that matches is the longest (two
+	// different prefixes of one length cannot both match a path).
+	prefixes := slices.SortedFunc(maps.Keys(costs), func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	ordered := make([]uint64, len(prefixes))
+	for i, p := range prefixes {
+		ordered[i] = costs[p]
+	}
 	return func(r *http.Request) uint64 {
-		best, cost := -1, def
-		for prefix, c := range costs {
-			if len(prefix) > best && strings.HasPrefix(r.URL.Path, prefix) {
-				best, cost = len(prefix), c
+		for i, prefix := range prefixes {
+			if strings.HasPrefix(r.URL.Path, prefix) {
+				return ordered[i]
 			}
 		}
-		return cost
+		return def
 	}
 }

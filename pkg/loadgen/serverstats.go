@@ -1,16 +1,17 @@
 package loadgen
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 )
 
 // RoundTripsMetric is the counter MetricsURL is read for: sluice's own
@@ -55,44 +56,34 @@ func (m *metricsSampler) sample(ctx context.Context) (float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("metrics %s: %s", m.url, resp.Status)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == RoundTripsMetric {
-			return strconv.ParseFloat(strings.TrimSpace(value), 64)
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("metrics %s: %w", m.url, err)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
+	f := families[RoundTripsMetric]
+	if f == nil {
+		return 0, fmt.Errorf("metrics %s: no %s (a sluice server on Redis has it)", m.url, RoundTripsMetric)
 	}
-	return 0, fmt.Errorf("metrics %s: no %s (a sluice server on Redis has it)", m.url, RoundTripsMetric)
+	sum := 0.0
+	for _, s := range f.GetMetric() {
+		sum += s.GetCounter().GetValue()
+	}
+	return sum, nil
 }
-
-// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
-// 100 on every Linux the kernel ABI promises it to programs.
-const userHZ = 100
 
 // cpuTime returns the user + system CPU time pid has used, from
 // /proc/<pid>/stat (Linux).
 func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
 	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// count fields after its closing one.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("cpu of pid %d: short /proc stat line", pid)
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("cpu of pid %d: bad /proc stat line", pid)
-	}
-	return time.Duration(utime+stime) * time.Second / userHZ, nil
+	return time.Duration(math.Round(st.CPUTime() * float64(time.Second))), nil
 }
 
 func cpuTimes(pids []int) ([]time.Duration, error) {
