@@ -17,29 +17,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/pkg/loadgen"
 )
 
-// row is the part of a loadgen result the report reads.
-type row struct {
-	Label       string  `json:"label"`
-	Concurrency int     `json:"concurrency"`
-	RPS         float64 `json:"rps"`
-	Sent        uint64  `json:"sent"`
-	OK          uint64  `json:"ok"`
-	OverLimit   uint64  `json:"over_limit"`
-	Errors      uint64  `json:"errors"`
-	Latency     struct {
-		P50  float64 `json:"p50"`
-		P99  float64 `json:"p99"`
-		P999 float64 `json:"p99_9"`
-	} `json:"latency_us"`
-	Redis *struct {
-		ReadsPerReq    float64 `json:"reads_per_req"`
-		CommandsPerReq float64 `json:"commands_per_req"`
-	} `json:"redis"`
-	RoundTripsPerReq *float64  `json:"round_trips_per_req"`
-	CPU              []float64 `json:"cpu_us_per_req"`
-}
+// row is one loadgen result, as loadgen -json wrote it.
+type row = loadgen.Result
 
 func main() {
 	in := flag.String("in", "", "results: one loadgen -json object per line (required)")
@@ -175,8 +158,8 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 		if r.Redis != nil {
 			reads, cmds = fmt.Sprintf("%.4f", r.Redis.ReadsPerReq), fmt.Sprintf("%.3f", r.Redis.CommandsPerReq)
 		}
-		cpu := make([]string, len(r.CPU))
-		for i, us := range r.CPU {
+		cpu := make([]string, len(r.CPUMicrosPerReq))
+		for i, us := range r.CPUMicrosPerReq {
 			cpu[i] = fmt.Sprintf("%.1f", us)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.0f | %d | %d | %d | %s | %s | %s | %s |\n",
@@ -264,16 +247,18 @@ func plot(w io.Writer, rows []row) error {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>`+"\n", x0, top, panelW, panelH)
 		for i, l := range ls {
 			color := palette[i%len(palette)]
-			var pts []string
+			var pts [][2]float64
+			var line []string
 			for _, c := range cs {
 				if r, ok := find(rows, l, c); ok {
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(c), yOf(panel.value(r))))
+					pt := [2]float64{xOf(c), yOf(panel.value(r))}
+					pts = append(pts, pt)
+					line = append(line, fmt.Sprintf("%.1f,%.1f", pt[0], pt[1]))
 				}
 			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(line, " "), color)
 			for _, pt := range pts {
-				xy := strings.Split(pt, ",")
-				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", xy[0], xy[1], color)
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", pt[0], pt[1], color)
 			}
 		}
 	}

@@ -101,24 +101,22 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	}
 
 	opts := simulate.Options{Domain: f.domain, Under: a, Bucket: f.bucket}
-	res, err := simulate.Run(cfg, trace, opts)
+	var (
+		runs []*simulate.Result
+		cmp  *simulate.Comparison
+	)
+	if f.compare != "" {
+		var ra, rb *simulate.Result
+		ra, rb, cmp, err = simulate.RunBoth(cfg, trace, opts, a, b)
+		runs = []*simulate.Result{ra, rb}
+	} else {
+		var res *simulate.Result
+		res, err = simulate.Run(cfg, trace, opts)
+		runs = []*simulate.Result{res}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "simulate run: %v\n", err)
 		return exitError
-	}
-	runs := []*simulate.Result{res}
-	var cmp *simulate.Comparison
-	if f.compare != "" {
-		opts.Under = b
-		other, err := simulate.Run(cfg, trace, opts)
-		if err == nil {
-			cmp, err = simulate.Compare(res, other)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "simulate run: %v\n", err)
-			return exitError
-		}
-		runs = append(runs, other)
 	}
 	if f.svg != "" {
 		if err := writeSVG(f.svg, runs); err != nil {
@@ -198,7 +196,7 @@ func (f *runFlags) load(cfg *config.Config, set map[string]bool) ([]simulate.Req
 	}
 	// The limit the first client's requests match gives boundary its
 	// target and the other patterns a default rate: traffic at the limit.
-	first := []config.Entry{{Key: p.Key, Value: "10.0.0.1"}}
+	first := simulate.ClientEntries(p.Key, 0)
 	l := cfg.Match(f.domain, first)
 	counted := l != nil && !l.RateLimit.Unlimited && !l.RateLimit.Blocks()
 	if counted {

@@ -74,7 +74,7 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 				jl.UnitMultiplier = r.UnitMultiplier
 				jl.RequestsPerUnit = r.RequestsPerUnit
 				jl.WindowSeconds = int64(r.Window().Seconds())
-				if r.Algorithm == TokenBucket || r.Algorithm == GCRA {
+				if r.HasBurst() {
 					jl.Burst = r.Burst // the other algorithms have no burst
 				}
 			}

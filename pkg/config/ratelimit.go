@@ -155,7 +155,7 @@ func (r RateLimit) String() string {
 		unit = fmt.Sprintf("%d %ss", r.UnitMultiplier, unit) // "5 minutes"
 	}
 	s := fmt.Sprintf("%d per %s, %s", r.RequestsPerUnit, unit, r.Algorithm)
-	if (r.Algorithm == TokenBucket || r.Algorithm == GCRA) && r.Burst != r.RequestsPerUnit {
+	if r.HasBurst() && r.Burst != r.RequestsPerUnit {
 		s += fmt.Sprintf(", burst %d", r.Burst)
 	}
 	return s

@@ -117,14 +117,20 @@ type RateLimit struct {
 	Burst           uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
 }
 
-// Window returns the limit's window, Unit.Duration() × UnitMultiplier; zero
-// for an unlimited limit. Parse guarantees it is at most MaxWindow.
 // Blocks reports whether the limit denies every request: the reference's
 // requests_per_unit: 0. Such a limit needs no state and no store call.
 func (r RateLimit) Blocks() bool { return !r.Unlimited && r.RequestsPerUnit == 0 }
 
+// Window returns the limit's window, Unit.Duration() × UnitMultiplier; zero
+// for an unlimited limit. Parse guarantees it is at most MaxWindow.
 func (r RateLimit) Window() time.Duration {
 	return r.Unit.Duration() * time.Duration(r.UnitMultiplier)
+}
+
+// HasBurst reports whether the algorithm has a burst of its own
+// (token_bucket, gcra); the others admit RequestsPerUnit per window.
+func (r RateLimit) HasBurst() bool {
+	return r.Algorithm == TokenBucket || r.Algorithm == GCRA
 }
 
 // Entry is one (key, value) pair of a request's descriptor. It is comparable

@@ -66,7 +66,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 	for i, desc := range ds {
 		entries = entries[:0]
 		for _, e := range desc.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: entryValue(e.GetValue())})
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: EntryValue(e.GetValue())})
 		}
 		l := cfg.Match(domain, entries)
 		if o := desc.GetLimit(); o != nil && cfg.HasDomain(domain) {
@@ -169,7 +169,7 @@ func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algori
 	var buf [256]byte
 	name := global.NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
 	for _, e := range desc.GetEntries() {
-		name = name.Add(e.GetKey()).Add(entryValue(e.GetValue()))
+		name = name.Add(e.GetKey()).Add(EntryValue(e.GetValue()))
 	}
 	return name.AppendKey(dst, s.opts.KeyPrefix)
 }

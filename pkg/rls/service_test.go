@@ -481,8 +481,8 @@ func TestLongValuesAreLimited(t *testing.T) {
 	if resp := h.call(t, req(other)); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Errorf("another long value: %s; want its own counter, OK", codesOf(resp))
 	}
-	if got, want := entryValue(long), entryValue(other); got == want || len(got) != len(want) || got[0] != 0 {
-		t.Errorf("entryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
+	if got, want := EntryValue(long), EntryValue(other); got == want || len(got) != len(want) || got[0] != 0 {
+		t.Errorf("EntryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
 	}
 }
 

@@ -19,7 +19,7 @@ const (
 	// MaxValueLen is the longest descriptor value matched and counted as
 	// it is. A longer one is not refused (a client padding a header would
 	// then step around its limit wherever the caller fails open): it is
-	// matched and counted by its digest (see entryValue).
+	// matched and counted by its digest (see EntryValue).
 	MaxValueLen  = 1024
 	MaxDomainLen = 256
 	// MaxCost bounds hits_addend, so costs stay exact in the stores'
@@ -87,11 +87,12 @@ func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
 	return nil
 }
 
-// entryValue is the value a descriptor entry is matched and counted by:
+// EntryValue is the value a descriptor entry is matched and counted by
+// (the simulator reads traces through it too):
 // itself, or for one longer than MaxValueLen a fixed-length digest of it,
 // led by a NUL byte that no HTTP header value holds, so it can neither be
 // mistaken for a short value nor grow a key, a metric label or a log line.
-func entryValue(v string) string {
+func EntryValue(v string) string {
 	if len(v) <= MaxValueLen {
 		return v
 	}

@@ -87,7 +87,6 @@ var accuracyBands = []float64{0, 0.5, 0.9, 1.1, 2}
 type clientTally struct {
 	window, log, history algorithm.State
 	hits                 int64
-	admitted             [2]int64     // by sliding_window, by sliding_log
 	band                 AccuracyBand // counts only
 }
 
@@ -132,12 +131,6 @@ func Accuracy(trace []Request, opts AccuracyOptions) (*AccuracyReport, error) {
 			c.history, _ = algorithm.Decide(c.history, exact, t, cost, algorithm.Force)
 		}
 		c.hits += cost
-		if swr.Allowed {
-			c.admitted[0]++
-		}
-		if logr.Allowed {
-			c.admitted[1]++
-		}
 		b := &c.band
 		b.Requests++
 		if !logr.Allowed {
@@ -167,7 +160,9 @@ func Accuracy(trace []Request, opts AccuracyOptions) (*AccuracyReport, error) {
 			k--
 		}
 		c.band.Clients = 1
-		if d := c.admitted[0] - c.admitted[1]; d > 0 {
+		// sliding_window's admissions less sliding_log's: what both
+		// admitted cancels out.
+		if d := c.band.Independent.WronglyAdmitted - c.band.Independent.WronglyLimited; d > 0 {
 			c.band.Net.WronglyAdmitted = d
 		} else {
 			c.band.Net.WronglyLimited = -d

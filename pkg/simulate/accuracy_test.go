@@ -78,7 +78,7 @@ func TestAccuracyKnownTraces(t *testing.T) {
 func TestAccuracyBands(t *testing.T) {
 	// 2 per 10 s over 20 s is 4 hits at a load of 1. The first client
 	// sends 5 (1.25, band [1.1, 2)), the second 1 (0.25, band [0, 0.5)).
-	trace := append(at(0, 9, 10.5, 15, 19.5), Request{Time: 3e6, Entries: entriesFor("remote_address", 1)})
+	trace := append(at(0, 9, 10.5, 15, 19.5), Request{Time: 3e6, Entries: ClientEntries("remote_address", 1)})
 	rep, err := Accuracy(trace, AccuracyOptions{Limit: 2, Window: 10 * time.Second, Duration: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)

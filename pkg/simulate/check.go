@@ -38,7 +38,7 @@ func LimitTable(cfg *config.Config) string {
 			unit = rl.Unit.String()
 			mult = strconv.FormatUint(uint64(rl.UnitMultiplier), 10)
 			alg = rl.Algorithm.String()
-			if rl.Algorithm == config.TokenBucket || rl.Algorithm == config.GCRA {
+			if rl.HasBurst() {
 				burst = strconv.FormatUint(uint64(rl.Burst), 10)
 			}
 		}

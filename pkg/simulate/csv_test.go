@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 func TestReadCSV(t *testing.T) {
+	long := strings.Repeat("v", rls.MaxValueLen+1)
 	ip := func(v string) []config.Entry { return []config.Entry{{Key: "remote_address", Value: v}} }
 	tests := []struct {
 		name string
@@ -39,6 +41,9 @@ func TestReadCSV(t *testing.T) {
 		}},
 		{"comments, blank lines, spaces", "# a trace\n\n 2 , remote_address=a , 4 \n", []Request{
 			{Time: 2_000_000, Entries: ip("a"), Cost: 4},
+		}},
+		{"a value past MaxValueLen, as the server counts it: by its digest", "1,remote_address=" + long + "\n", []Request{
+			{Time: 1_000_000, Entries: ip(rls.EntryValue(long)), Cost: 1},
 		}},
 		{"empty file", "", nil},
 	}

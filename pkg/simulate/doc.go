@@ -13,6 +13,8 @@
 // algorithm. Nothing here reads a clock or sleeps, so a trace of a week runs
 // in seconds and every run of the same trace gives the same answer.
 //
-// It depends on the standard library, pkg/algorithm, pkg/config and pkg/rls
-// only; it must not depend on a store, on gRPC serving or on cmd/*.
+// It imports the standard library, pkg/algorithm, pkg/config and pkg/rls
+// (for the server's own parameters and caps) only: it opens no store and
+// serves nothing, though pkg/rls brings the store and gRPC packages into
+// the build.
 package simulate

@@ -92,11 +92,11 @@ func Generate(p Pattern) ([]Request, error) {
 	}
 	switch p.Kind {
 	case Steady:
-		return steady(p, entriesFor(p.Key, 0))
+		return steady(p, ClientEntries(p.Key, 0)), nil
 	case Bursty:
 		return perClient(p, bursty)
 	case Boundary:
-		return boundary(p, entriesFor(p.Key, 0))
+		return boundary(p, ClientEntries(p.Key, 0)), nil
 	default:
 		return perClient(p, many)
 	}
@@ -138,8 +138,9 @@ func (p Pattern) validate() error {
 	return nil
 }
 
-// entriesFor is client i's descriptor: an address in 10.0.0.0/8.
-func entriesFor(key string, i int) []config.Entry {
+// ClientEntries is the descriptor of a generated pattern's client i (from
+// 0): one entry of key, an address in 10.0.0.0/8 (10.0.0.1 for client 0).
+func ClientEntries(key string, i int) []config.Entry {
 	n := i + 1
 	return []config.Entry{{Key: key, Value: fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255)}}
 }
@@ -147,14 +148,14 @@ func entriesFor(key string, i int) []config.Entry {
 // micros converts seconds to microseconds, rounded.
 func micros(sec float64) int64 { return int64(math.Round(sec * 1e6)) }
 
-func steady(p Pattern, e []config.Entry) ([]Request, error) {
+func steady(p Pattern, e []config.Entry) []Request {
 	end := p.Duration.Microseconds()
 	var trace []Request
 	// Times are k/rate, not a running sum, so rounding does not drift.
 	for k := 0; ; k++ {
 		t := micros(float64(k) / p.Rate)
 		if t >= end {
-			return trace, nil
+			return trace
 		}
 		trace = append(trace, Request{Time: t, Entries: e, Cost: 1})
 	}
@@ -163,7 +164,7 @@ func steady(p Pattern, e []config.Entry) ([]Request, error) {
 // boundarySpread is how close to a boundary the attack sends.
 func boundarySpread(w time.Duration) time.Duration { return min(w/10, boundaryGap) }
 
-func boundary(p Pattern, e []config.Entry) ([]Request, error) {
+func boundary(p Pattern, e []config.Entry) []Request {
 	w, end := p.Window.Microseconds(), p.Duration.Microseconds()
 	spread := boundarySpread(p.Window).Microseconds()
 	var trace []Request
@@ -176,7 +177,7 @@ func boundary(p Pattern, e []config.Entry) ([]Request, error) {
 			trace = append(trace, Request{Time: t, Entries: e, Cost: 1})
 		}
 	}
-	return trace, nil
+	return trace
 }
 
 // perClient builds each client's requests from its own PCG stream and
@@ -186,7 +187,7 @@ func perClient(p Pattern, client func(Pattern, *rand.Rand, []config.Entry, []Req
 	for i := 0; i < p.Clients; i++ {
 		rng := rand.New(rand.NewPCG(p.Seed, streamSalt+uint64(i)))
 		var err error
-		if trace, err = client(p, rng, entriesFor(p.Key, i), trace); err != nil {
+		if trace, err = client(p, rng, ClientEntries(p.Key, i), trace); err != nil {
 			return nil, err
 		}
 	}

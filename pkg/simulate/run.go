@@ -222,7 +222,7 @@ func newLimitReport(l *config.Limit, rl config.RateLimit) LimitReport {
 		rep.Algorithm = rl.Algorithm.String()
 		rep.RequestsPerUnit = int64(rl.RequestsPerUnit)
 		rep.WindowMicros = rl.Window().Microseconds()
-		if rl.Algorithm == config.TokenBucket || rl.Algorithm == config.GCRA {
+		if rl.HasBurst() {
 			rep.Burst = int64(rl.Burst)
 		}
 	}
