@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,16 +55,11 @@ func TestFlooderSparesOthers(t *testing.T) {
 
 	baseLat, baseAdmitted := wellBehavedRun(0)
 
-	ctx, stop := context.WithCancel(context.Background())
-	flood := make(chan loadResult)
-	go func() {
-		flood <- load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
-			request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.run(ctx)
-	}()
+	stop := load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
+		request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.start()
 	time.Sleep(200 * time.Millisecond) // the flood is on
 	floodLat, floodAdmitted := wellBehavedRun(wellBehaved)
-	stop()
-	f := <-flood
+	f := stop()
 
 	for c := range wellBehaved {
 		if baseAdmitted[c] != burst || floodAdmitted[c] != burst {
@@ -73,6 +69,7 @@ func TestFlooderSparesOthers(t *testing.T) {
 	if f.ok > burst+int(20*f.elapsed.Seconds())+1 {
 		t.Errorf("the flooder was admitted %d times in %v; its limit allows %d + 20/s", f.ok, f.elapsed, burst)
 	}
+	p99 := func(lat []time.Duration) time.Duration { return quantile(slices.Sorted(slices.Values(lat)), 0.99) }
 	base, under := p99(baseLat), p99(floodLat)
 	bound := 4*base + 10*time.Millisecond
 	t.Logf("flooder: %d requests (%.0f/s), %d admitted; well-behaved p99 %v alone, %v under the flood (bound %v)",
@@ -80,9 +77,4 @@ func TestFlooderSparesOthers(t *testing.T) {
 	if under > bound {
 		t.Errorf("well-behaved clients' p99 under the flood %v; want at most %v (4 × %v alone + 10ms)", under, bound, base)
 	}
-}
-
-// p99 is the 99th percentile of latencies.
-func p99(latencies []time.Duration) time.Duration {
-	return loadResult{latencies: sorted(latencies)}.quantile(0.99)
 }

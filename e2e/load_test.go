@@ -42,8 +42,7 @@ type event struct {
 type loadResult struct {
 	sent, ok, over, errs int
 	firstErr             error
-	okByKey              []int   // admitted, per key
-	sentByTarget         [][]int // offered, per target and key
+	okByKey              []int // admitted, per key
 	// sentAt holds, per target and key, when each request was sent, as
 	// offsets from the start of the load, in order.
 	sentAt    [][][]time.Duration
@@ -71,8 +70,6 @@ func (l load) run(ctx context.Context) loadResult {
 			r := &results[c]
 			r.okByKey = make([]int, l.keys)
 			target := c % len(l.targets)
-			r.sentByTarget = make([][]int, len(l.targets))
-			r.sentByTarget[target] = make([]int, l.keys)
 			r.sentAt = make([][][]time.Duration, len(l.targets))
 			r.sentAt[target] = make([][]time.Duration, l.keys)
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
@@ -91,7 +88,6 @@ func (l load) run(ctx context.Context) loadResult {
 				lat := time.Since(t0)
 				ccancel()
 				r.sent++
-				r.sentByTarget[target][key]++
 				r.sentAt[target][key] = append(r.sentAt[target][key], t0.Sub(start))
 				r.latencies = append(r.latencies, lat)
 				if l.trace {
@@ -113,10 +109,8 @@ func (l load) run(ctx context.Context) loadResult {
 		}()
 	}
 	wg.Wait()
-	out := loadResult{elapsed: time.Since(start), okByKey: make([]int, l.keys),
-		sentByTarget: make([][]int, len(l.targets)), sentAt: make([][][]time.Duration, len(l.targets))}
-	for i := range out.sentByTarget {
-		out.sentByTarget[i] = make([]int, l.keys)
+	out := loadResult{elapsed: time.Since(start), okByKey: make([]int, l.keys), sentAt: make([][][]time.Duration, len(l.targets))}
+	for i := range out.sentAt {
 		out.sentAt[i] = make([][]time.Duration, l.keys)
 	}
 	for _, r := range results {
@@ -132,10 +126,9 @@ func (l load) run(ctx context.Context) loadResult {
 		for k, n := range r.okByKey {
 			out.okByKey[k] += n
 		}
-		for i, byKey := range r.sentByTarget {
-			for k, n := range byKey {
-				out.sentByTarget[i][k] += n
-				out.sentAt[i][k] = append(out.sentAt[i][k], r.sentAt[i][k]...)
+		for i, byKey := range r.sentAt {
+			for k, at := range byKey {
+				out.sentAt[i][k] = append(out.sentAt[i][k], at...)
 			}
 		}
 	}
@@ -163,12 +156,15 @@ func (r loadResult) mostWithin(target, key int, d time.Duration) int {
 	return most
 }
 
-// quantile returns the q-quantile of the sorted latencies.
-func (r loadResult) quantile(q float64) time.Duration {
-	if len(r.latencies) == 0 {
+// quantile returns the q-quantile of the load's latencies.
+func (r loadResult) quantile(q float64) time.Duration { return quantile(r.latencies, q) }
+
+// quantile returns the q-quantile of sorted.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // descriptors builds a request for domain with one descriptor per
@@ -183,9 +179,14 @@ func descriptors(domain string, kv ...string) *rlsv3.RateLimitRequest {
 	return req
 }
 
-// sorted returns d sorted.
-func sorted(d []time.Duration) []time.Duration {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d
+// start runs l in the background until the returned stop is called, and
+// stop returns what it got.
+func (l load) start() (stop func() loadResult) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan loadResult, 1)
+	go func() { done <- l.run(ctx) }()
+	return func() loadResult {
+		cancel()
+		return <-done
+	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -50,11 +49,7 @@ descriptors:
 				"-store-timeout", storeTimeout.String(), "-local-share", fmt.Sprint(localShare), "-breaker-cooldown", "200ms")
 			target := []rlsv3.RateLimitServiceClient{server.client(t)}
 
-			ctx, stop := context.WithCancel(context.Background())
-			done := make(chan loadResult)
-			go func() {
-				done <- load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true}.run(ctx)
-			}()
+			stop := load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true}.start()
 			start := time.Now()
 			time.Sleep(300 * time.Millisecond)
 			redis.Kill()
@@ -67,8 +62,7 @@ descriptors:
 			})
 			decided := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore)
 			time.Sleep(300 * time.Millisecond)
-			stop()
-			res := <-done
+			res := stop()
 			if n := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore); n <= decided {
 				t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
 			}

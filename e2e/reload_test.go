@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -58,12 +57,8 @@ descriptors:
 	req := traffic(t, 100, func(k int) envoyrl.Request {
 		return envoyrl.Request{Path: "/demo", Header: client(k), Peer: balancer}
 	})
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan loadResult)
 	start := time.Now()
-	go func() {
-		done <- load{targets: []rlsv3.RateLimitServiceClient{server.client(t)}, callers: 16, duration: time.Minute, keys: 100, request: req, trace: true}.run(ctx)
-	}()
+	stop := load{targets: []rlsv3.RateLimitServiceClient{server.client(t)}, callers: 16, duration: time.Minute, keys: 100, request: req, trace: true}.start()
 
 	time.Sleep(300 * time.Millisecond)
 	before := readyz()
@@ -78,8 +73,7 @@ descriptors:
 	rejected := time.Since(start)
 	t.Logf("/readyz: %s", strings.TrimSpace(readyz()))
 	time.Sleep(300 * time.Millisecond)
-	stop()
-	res := <-done
+	res := stop()
 
 	if res.errs > 0 {
 		t.Fatalf("%d requests failed across the reloads; the first: %v", res.errs, res.firstErr)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/envoyrl"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/loadgen"
 )
 
 // tier is one server in front of a real redis-server and sidecars in front
@@ -52,29 +53,7 @@ func (tr *tier) targets(t *testing.T) []rlsv3.RateLimitServiceClient {
 // roundTrips is the server's count of Redis round trips (pipelines and
 // single commands, its go-redis hook).
 func (tr *tier) roundTrips(t *testing.T) float64 {
-	return tr.server.metric(t, "sluice_redis_round_trips_total")
-}
-
-// redisCalls sums INFO commandstats calls, which counts every command a
-// script runs as well as the script call itself; INFO's own calls are left
-// out.
-func (tr *tier) redisCalls(t *testing.T) float64 {
-	t.Helper()
-	info, err := tr.redis.Client(t).Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || name == "cmdstat_info" {
-			continue
-		}
-		n, _, _ := strings.Cut(rest, ",")
-		v, _ := strconv.ParseFloat(n, 64)
-		sum += v
-	}
-	return sum
+	return tr.server.metric(t, loadgen.RoundTripsMetric)
 }
 
 // TestSidecarSyncExact: three sync sidecars under 64 concurrent callers
@@ -125,14 +104,14 @@ descriptors:
 `
 	for _, path := range []string{"server", "sync", "async"} {
 		t.Run(path, func(t *testing.T) {
-			mode := path
+			var tr *tier
+			var target string
 			if path == "server" {
-				mode = "sync"
-			}
-			tr := startTier(t, yaml, 1, mode)
-			target := tr.sidecars[0].client(t)
-			if path == "server" {
-				target = tr.server.client(t)
+				tr = startTier(t, yaml, 0, "")
+				target = tr.server.GRPC
+			} else {
+				tr = startTier(t, yaml, 1, path)
+				target = tr.sidecars[0].GRPC
 			}
 			// Another proxy used the whole limit: the sidecar's own bucket is
 			// full, the global limit is not.
@@ -142,25 +121,30 @@ descriptors:
 					t.Fatal(err)
 				}
 			}
-			trips, calls := tr.roundTrips(t), tr.redisCalls(t)
-			res := load{
-				targets: []rlsv3.RateLimitServiceClient{target}, callers: 64, duration: time.Minute, total: flood,
-				request: func(int) *rlsv3.RateLimitRequest { return descriptors("edge", "remote_address", "10.0.0.1") },
-			}.run(context.Background())
-			if res.sent != flood || res.errs > 0 {
-				t.Fatalf("%d of %d sent, %d errors (the first: %v)", res.sent, flood, res.errs, res.firstErr)
+			// Round trips by the server's go-redis hook
+			// (loadgen.RoundTripsMetric), and commands by Redis's INFO, which
+			// also counts those a script runs.
+			res, err := loadgen.Run(context.Background(), loadgen.Options{
+				Target: target, Concurrency: 64, Duration: time.Minute, Requests: flood, Timeout: time.Second,
+				Domain: "edge", Descriptors: "remote_address=10.0.0.1",
+				RedisAddr: tr.redis.Addr, MetricsURL: "http://" + tr.server.HTTP + "/metrics",
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			trips, calls = tr.roundTrips(t)-trips, tr.redisCalls(t)-calls
-			perReq := trips / flood
-			t.Logf("%s: %d requests, %d admitted; Redis round trips %.0f (%.4f/request, go-redis hook), commands incl. inside scripts %.0f (%.4f/request, INFO commandstats)",
-				path, res.sent, res.ok, trips, perReq, calls, calls/flood)
+			if res.Sent != flood || res.Errors > 0 {
+				t.Fatalf("%d of %d sent, %d errors (%v)", res.Sent, flood, res.Errors, res.ErrorsByCode)
+			}
+			perReq := *res.RoundTripsPerReq
+			t.Logf("%s: %d requests, %d admitted; Redis round trips %.4f/request (go-redis hook), commands incl. inside scripts %d (%.4f/request, INFO)",
+				path, res.Sent, res.OK, perReq, res.Redis.Commands, res.Redis.CommandsPerReq)
 			if perReq >= 0.05 {
 				t.Errorf("%.4f Redis round trips per request; want fewer than 0.05", perReq)
 			}
 			// Async admits from memory until the first flush's answer flags
 			// the key; sync and the server admit none.
-			if path != "async" && res.ok != 0 {
-				t.Errorf("admitted %d requests on a used-up key", res.ok)
+			if path != "async" && res.OK != 0 {
+				t.Errorf("admitted %d requests on a used-up key", res.OK)
 			}
 		})
 	}
@@ -237,7 +221,7 @@ descriptors:
 	worst, over := 0.0, 0
 	for k, ok := range res.okByKey {
 		bound := 0.0
-		for i := range res.sentByTarget {
+		for i := range res.sentAt {
 			bound += min(b+r*cycle, float64(res.mostWithin(i, k, C))) + 1
 		}
 		excess := ok - sc.limit
@@ -309,11 +293,6 @@ func fixedWindowCounts(t *testing.T, c *redis.Client) []int {
 // of the limit; it recovers by itself once the server is back, and in
 // async mode the hits it admitted meanwhile reach the global state.
 func TestSidecarUpstreamDown(t *testing.T) {
-	yaml := fmt.Sprintf(`domain: edge
-descriptors:
-  - key: api_key
-    rate_limit: {name: per-key, unit: hour, requests_per_unit: %d}
-`, downLimit)
 	outages := []struct {
 		name       string
 		start, end func(t *testing.T, p *proc)
@@ -324,21 +303,24 @@ descriptors:
 	for _, outage := range outages {
 		for _, mode := range []string{"sync", "async"} {
 			t.Run(outage.name+"/"+mode, func(t *testing.T) {
-				upstreamDown(t, yaml, mode, outage.start, outage.end)
+				upstreamDown(t, mode, outage.start, outage.end)
 			})
 		}
 	}
 }
 
-const downLimit = 40
-
-func upstreamDown(t *testing.T, yaml, mode string, startOutage, endOutage func(*testing.T, *proc)) {
+func upstreamDown(t *testing.T, mode string, startOutage, endOutage func(*testing.T, *proc)) {
 	const (
-		limit   = downLimit
+		limit   = 40
 		share   = 0.5
 		timeout = 200 * time.Millisecond
 		margin  = 800 * time.Millisecond // a loaded CI machine; a hang would be seconds
 	)
+	yaml := fmt.Sprintf(`domain: edge
+descriptors:
+  - key: api_key
+    rate_limit: {name: per-key, unit: hour, requests_per_unit: %d}
+`, limit)
 	tr := startTier(t, yaml, 1, mode, "-upstream-timeout", timeout.String(),
 		"-upstream-retry", "200ms", "-fallback-share", fmt.Sprint(share))
 	sidecar := tr.sidecars[0]
