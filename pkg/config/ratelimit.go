@@ -1,9 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // rateLimit reads and checks a rate_limit block. Beyond the reference's
 // checks (a known unit unless unlimited; replaces entries named and not the
@@ -83,11 +80,8 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		if rl.UnitMultiplier, err = w.integer(f.val, "unit_multiplier"); err != nil {
 			return rl, nil, err
 		}
-		if rl.UnitMultiplier == 0 {
-			return rl, nil, w.errorf(f.val, "unit_multiplier must be at least 1")
-		}
-		if uint64(rl.UnitMultiplier)*uint64(rl.Unit.Duration()/time.Second) > uint64(MaxWindow/time.Second) {
-			return rl, nil, w.errorf(f.val, "window %d × %s is longer than the maximum of %v", rl.UnitMultiplier, rl.Unit, MaxWindow)
+		if err := CheckWindow(rl.Unit, rl.UnitMultiplier); err != nil {
+			return rl, nil, w.errorf(f.val, "%v", err)
 		}
 	}
 
@@ -104,9 +98,10 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		}
 	}
 
-	if rl.Algorithm == SlidingLog && rl.RequestsPerUnit > MaxSlidingLogLimit {
-		return rl, nil, w.errorf(rpu, "sliding_log keeps one entry per request, so requests_per_unit may be at most %d (got %d); use sliding_window for larger limits",
-			MaxSlidingLogLimit, rl.RequestsPerUnit)
+	if rl.Algorithm == SlidingLog {
+		if err := CheckSlidingLog(rl.RequestsPerUnit); err != nil {
+			return rl, nil, w.errorf(rpu, "%v", err)
+		}
 	}
 	return rl, replaces, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -101,6 +102,54 @@ const MaxSlidingLogLimit = 10000
 // plus a couple of windows in nanoseconds, well inside an int64 so that no
 // algorithm or store TTL overflows.
 const MaxWindow = 100 * 365 * 24 * time.Hour
+
+// CheckWindow reports whether unit × multiplier is a window sluice can
+// count: a known unit, a multiplier of at least 1, at most MaxWindow in all.
+// It multiplies in seconds, so no multiplier overflows the check. The config
+// files and Envoy's per-request limit overrides are held to it alike.
+func CheckWindow(u Unit, multiplier uint32) error {
+	secs := int64(u.Duration() / time.Second)
+	switch {
+	case secs == 0:
+		return fmt.Errorf("unknown unit %v", u)
+	case multiplier == 0:
+		return errors.New("unit_multiplier must be at least 1")
+	case uint64(multiplier)*uint64(secs) > uint64(MaxWindow/time.Second):
+		return fmt.Errorf("window %d × %s is longer than the maximum of %v", multiplier, u, MaxWindow)
+	}
+	return nil
+}
+
+// CheckSlidingLog reports whether a sliding_log may count requestsPerUnit
+// per window (see MaxSlidingLogLimit).
+func CheckSlidingLog(requestsPerUnit uint32) error {
+	if requestsPerUnit > MaxSlidingLogLimit {
+		return fmt.Errorf("sliding_log keeps one entry per request, so requests_per_unit may be at most %d (got %d); use sliding_window for larger limits",
+			MaxSlidingLogLimit, requestsPerUnit)
+	}
+	return nil
+}
+
+// Validate checks a limit built outside Parse (an Envoy override applied
+// to a configured limit, say) against the rules Parse holds files to.
+func (r RateLimit) Validate() error {
+	if r.Unlimited {
+		return nil
+	}
+	if err := CheckWindow(r.Unit, r.UnitMultiplier); err != nil {
+		return err
+	}
+	if int(r.Algorithm) >= len(algorithmNames) {
+		return fmt.Errorf("unknown algorithm %v", r.Algorithm)
+	}
+	if r.HasBurst() && r.Burst < 1 && r.RequestsPerUnit > 0 {
+		return errors.New("burst must be at least 1")
+	}
+	if r.Algorithm == SlidingLog {
+		return CheckSlidingLog(r.RequestsPerUnit)
+	}
+	return nil
+}
 
 // RateLimit is the resolved rate_limit block of a descriptor.
 //

@@ -88,31 +88,45 @@ func CurrentLimitWindow(cl *rlsv3.RateLimitResponse_RateLimit) (time.Duration, b
 	return 0, false
 }
 
-// withOverride applies an Envoy descriptor's limit override. As in
-// envoyproxy/ratelimit, an override applies whenever the domain is
-// configured, matched or not; it keeps a matched limit's algorithm,
-// shadow mode and name, and counts on its own key (its path says
-// "override" and the window) so it never shares state with the
-// configured limit.
-func withOverride(domain string, matched *config.Limit, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *config.Limit {
-	unit, _ := overrideUnit(o.GetUnit()) // validated
-	mult := uint32(1)
+// overrideMultiplier is an override's unit multiplier: unset means 1.
+func overrideMultiplier(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) uint32 {
 	if m := o.GetUnitMultiplier(); m != nil {
-		mult = m.GetValue()
+		return m.GetValue()
 	}
-	l := &config.Limit{Domain: domain}
+	return 1
+}
+
+// withOverride applies an Envoy descriptor's limit override, already
+// validated (validateDescriptor). As in envoyproxy/ratelimit, an override
+// applies whenever the domain is configured, matched or not; it keeps a
+// matched limit's algorithm, shadow mode and name, and counts on its own
+// key (its path says "override" and the window) so it never shares state
+// with the configured limit.
+//
+// The override is held to the rules of config files: a sliding_log past
+// config.MaxSlidingLogLimit, which a file may not have, is counted by the
+// sliding window, as the file rule advises (refusing the request instead
+// would let Envoy admit it). What it reports and counts under is bounded by
+// the config, whatever windows requests carry: the matched limit's name, or
+// its path (the domain's when unmatched) followed by ".override".
+func withOverride(domain string, matched *config.Limit, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *config.Limit {
+	unit, _ := overrideUnit(o.GetUnit())
+	mult := overrideMultiplier(o)
+	l := &config.Limit{Domain: domain, Path: domain}
 	if matched != nil {
 		*l = *matched
 	}
-	l.RateLimit.Unit = unit
-	l.RateLimit.UnitMultiplier = mult
-	l.RateLimit.RequestsPerUnit = o.GetRequestsPerUnit()
-	l.RateLimit.Burst = o.GetRequestsPerUnit()
-	l.RateLimit.Unlimited = false
-	l.Path = domain + ".override." + (time.Duration(mult) * unit.Duration()).String()
-	if matched != nil {
-		l.Path = matched.Path + ".override." + (time.Duration(mult) * unit.Duration()).String()
+	rl := &l.RateLimit
+	rl.Unit, rl.UnitMultiplier = unit, mult
+	rl.RequestsPerUnit, rl.Burst = o.GetRequestsPerUnit(), o.GetRequestsPerUnit()
+	rl.Unlimited = false
+	if rl.Algorithm == config.SlidingLog && config.CheckSlidingLog(rl.RequestsPerUnit) != nil {
+		rl.Algorithm = config.SlidingWindow
 	}
+	if rl.Name == "" {
+		rl.Name = l.Path + ".override"
+	}
+	l.Path += ".override." + rl.Window().String()
 	l.Replaces = nil
 	return l
 }

@@ -348,8 +348,6 @@ func TestBadRequests(t *testing.T) {
 	for range MaxEntries + 1 {
 		wide.Entries = append(wide.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
 	}
-	zeroOverride := desc("api_key", "x")
-	zeroOverride.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_SECOND}
 	negative := desc("api_key", "x")
 	negative.IsNegativeHits = true
 	tests := []struct {
@@ -363,7 +361,6 @@ func TestBadRequests(t *testing.T) {
 		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "65 descriptors; at most 64"},
 		{"too many entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{wide}}, "17 entries; at most 16"},
 		{"nil descriptor", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{nil}}, "no entries"},
-		{"zero override", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{zeroOverride}}, "requests_per_unit is 0"},
 		{"negative hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{negative}}, "is_negative_hits"},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/config"
 )
 
 // Limits on one request. Envoy sends a handful of descriptors of a few
@@ -74,14 +76,16 @@ func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
 		}
 	}
 	if o := d.GetLimit(); o != nil {
-		if o.GetRequestsPerUnit() == 0 {
-			return fmt.Errorf("limit override: requests_per_unit is 0")
-		}
-		if _, ok := overrideUnit(o.GetUnit()); !ok {
+		// The window rule of config files. requests_per_unit needs none: 0
+		// blocks, as in a file, and up to 2^32−1 every algorithm counts
+		// exactly (a sliding log past its cap is decided by the sliding
+		// window: see withOverride).
+		unit, ok := overrideUnit(o.GetUnit())
+		if !ok {
 			return fmt.Errorf("limit override: unit %v is not a unit", o.GetUnit())
 		}
-		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() == 0 {
-			return fmt.Errorf("limit override: unit_multiplier is 0")
+		if err := config.CheckWindow(unit, overrideMultiplier(o)); err != nil {
+			return fmt.Errorf("limit override: %v", err)
 		}
 	}
 	return nil
