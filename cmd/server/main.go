@@ -58,6 +58,7 @@ type options struct {
 	localShare    float64
 	cacheSize     int
 	memoryKeys    int
+	memoryBytes   int64
 	keyPrefix     string
 	legacy        bool
 	pprof         bool
@@ -93,6 +94,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
 	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
+	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
 	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS (with -grpc-tls-key)")
@@ -140,8 +142,8 @@ func (o *options) validate() error {
 	if o.localShare <= 0 || o.localShare > 1 {
 		errs = append(errs, fmt.Errorf("-local-share %v: want a share in (0, 1]", o.localShare))
 	}
-	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breakerFails <= 0 {
-		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -redis-pool-size, -redis-pipelines and -breaker-failures must be positive"))
+	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breakerFails <= 0 {
+		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -memory-max-bytes, -redis-pool-size, -redis-pipelines and -breaker-failures must be positive"))
 	}
 	if o.cooldown <= 0 || o.grace < 0 {
 		errs = append(errs, errors.New("-breaker-cooldown must be positive and -shutdown-grace not negative"))

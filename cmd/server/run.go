@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-failure-mode: %w", err)
 	}
 
-	memory, err := global.NewMemory(global.MemoryOptions{MaxKeys: o.memoryKeys})
+	memory, err := global.NewMemory(global.MemoryOptions{MaxKeys: o.memoryKeys, MaxBytes: o.memoryBytes})
 	if err != nil {
 		return err
 	}

@@ -99,20 +99,29 @@ type Result struct {
 //	gcra:           F theoretical arrival time (µs, fractional)
 //	fixed_window:   T window start,       A count
 //	sliding_window: T window start,       A current count, B previous count
-//	sliding_log:    Log accepted hits' times, oldest first, one per unit of cost
+//	sliding_log:    Log runs of accepted units, oldest first (see Run)
 type State struct {
 	Exists bool
 	F      float64
 	T      int64
 	A, B   int64
-	Log    []int64
+	Log    []Run
 }
 
 // Decide runs p's algorithm. A cost of zero checks without consuming: the
 // decision is the one a cost of 1 would get, and the state is unchanged.
 // now may go backwards between calls; no algorithm hands out allowance when
-// it does. Decide never modifies s.Log's backing array in place; the
-// returned state may share it.
+// it does.
+//
+// Decide never writes to an element of s.Log, but the returned state may
+// append to its backing array past its length: of two states decided from
+// one s, only the later may be decided on or stored (DecideAll and the
+// stores keep one).
+//
+// Force records at most one capacity of debt (usage up to twice Limit, or
+// twice Burst for the buckets) and drops the rest, so what one caller
+// records, and the wait it imposes on a key, is bounded whatever cost it
+// sends; every duration in a Result is at most MaxDuration.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	if mode == Force {
 		s, _ = decide(s, p, now, cost, Force)
@@ -146,9 +155,19 @@ func need(cost int64) int64 {
 	return cost
 }
 
+// MaxDuration bounds every duration a Result reports, in µs (2^53, about
+// 285 years): exact in a float64 (and so in Lua), and still a valid
+// time.Duration once converted to nanoseconds. Only limits whose burst is
+// vastly larger than their rate come near it.
+const MaxDuration = 1 << 53
+
+// ceilPos rounds a positive duration up to whole µs, within MaxDuration.
 func ceilPos(x float64) int64 {
-	if x <= 0 {
+	switch {
+	case x <= 0:
 		return 0
+	case x >= MaxDuration:
+		return MaxDuration
 	}
 	return int64(math.Ceil(x))
 }

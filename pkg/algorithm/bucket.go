@@ -29,7 +29,9 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 		}
 	}
 	if allowed || mode == Force {
-		tokens -= float64(cost)
+		// Debt stops at one bucket below empty (see Decide); never raise
+		// tokens, though, should an earlier, larger burst have left more.
+		tokens = math.Min(tokens, math.Max(tokens-float64(cost), -capacity))
 	}
 	reset := ceilPos((capacity - tokens) / rate)
 	return State{Exists: true, F: tokens, T: updated}, Result{
@@ -64,7 +66,8 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	if allowed || mode == Force {
-		tat += float64(float64(cost) * interval)
+		// Debt stops at one burst past the tolerance (see Decide).
+		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), fnow+2*tolerance))
 	}
 	return State{Exists: true, F: tat}, Result{
 		Allowed:    allowed,

@@ -1,19 +1,33 @@
 package algorithm
 
+import "sort"
+
+// Run is one entry of a sliding log: N units of cost accepted at time T
+// (µs), Total being the units accepted up to and including them since the
+// log's oldest entry was written (a running sum, so that the k-th oldest
+// unit is found by binary search). A log is oldest first; its times never
+// decrease and each run holds at least one unit.
+type Run struct {
+	T, N, Total int64
+}
+
 // slidingLog is exact: it keeps the time of every accepted unit of cost in
-// the last Window, so its memory grows with Limit (the config caps it).
-// A hit at time t counts while t > now-Window.
+// the last Window, as runs of units accepted at one instant, so a request
+// of any cost adds at most one run and a decision reads O(log runs) of
+// them. A unit accepted at time t counts while t > now-Window.
+//
+// The log holds at most 2 × Limit units: a Force (hits a local tier
+// already admitted) records what fits below that and drops the rest. A log
+// holding Limit units at now already denies everything until now+Window,
+// so the units dropped would change no answer within that Window; the cap
+// bounds a key's memory and debt whatever cost a caller sends.
 func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	log := s.Log
-	if k := len(log); k > 0 && log[k-1] > now {
-		now = log[k-1] // the clock went back: judge at the newest hit
+	if k := len(log); k > 0 && log[k-1].T > now {
+		now = log[k-1].T // the clock went back: judge at the newest hit
 	}
-	drop := 0
-	for drop < len(log) && log[drop] <= now-p.Window {
-		drop++
-	}
-	log = log[drop:]
-	count := int64(len(log))
+	log = log[sort.Search(len(log), func(i int) bool { return log[i].T > now-p.Window }):]
+	count := logUnits(log)
 	n := need(cost)
 	allowed := count+n <= p.Limit
 	var retry int64
@@ -21,31 +35,55 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		if n > p.Limit || count == 0 {
 			retry = p.Window
 			if count > 0 {
-				retry = log[count-1] + p.Window - now
+				retry = log[len(log)-1].T + p.Window - now
 			}
 		} else {
-			// The oldest count+n-Limit hits must leave the window.
-			retry = log[count+n-p.Limit-1] + p.Window - now
+			// The oldest k = count+n-Limit units must leave the window: wait
+			// for the run holding the k-th.
+			k := count + n - p.Limit
+			base := log[0].Total - log[0].N
+			j := sort.Search(len(log), func(i int) bool { return log[i].Total-base >= k })
+			retry = log[j].T + p.Window - now
 		}
 	}
 	if (allowed || mode == Force) && cost > 0 {
-		// A Force of more than Limit records Limit: that many hits at now
-		// already deny everything until now+Window, when they all leave
-		// together, exactly as more would, and the log stays bounded
-		// whatever cost a caller sends.
-		add := min(cost, p.Limit)
-		// Copy rather than append in place: s.Log may be shared.
-		grown := make([]int64, len(log), len(log)+int(add))
-		copy(grown, log)
-		for i := int64(0); i < add; i++ {
-			grown = append(grown, now)
+		if add := min(cost, max(0, 2*p.Limit-count)); add > 0 {
+			log = appendRun(log, now, add)
+			count += add
 		}
-		log = grown
-		count += add
 	}
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), RetryAfter: retry}
 	if count > 0 {
-		r.ResetAfter = log[count-1] + p.Window - now
+		r.ResetAfter = log[len(log)-1].T + p.Window - now
 	}
 	return State{Exists: count > 0, Log: log}, r
+}
+
+// logUnits is the units a log holds.
+func logUnits(log []Run) int64 {
+	if len(log) == 0 {
+		return 0
+	}
+	return log[len(log)-1].Total - (log[0].Total - log[0].N)
+}
+
+// appendRun adds n units at t, the log's newest time, to log. It never
+// writes to an element of log: it appends past its length (the backing
+// array beyond a slice's length belongs to whoever appends next, so states
+// derived from one another share it safely) or, when t is the newest run's
+// time, copies the log to grow that run.
+func appendRun(log []Run, t, n int64) []Run {
+	k := len(log)
+	if k > 0 && log[k-1].T == t {
+		grown := make([]Run, k, k+1)
+		copy(grown, log)
+		grown[k-1].N += n
+		grown[k-1].Total += n
+		return grown
+	}
+	var total int64
+	if k > 0 {
+		total = log[k-1].Total
+	}
+	return append(log, Run{T: t, N: n, Total: total + n})
 }

@@ -23,7 +23,7 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	n := need(cost)
 	allowed := count+n <= p.Limit
 	if allowed || mode == Force {
-		count += cost
+		count = max(count, min(count+cost, 2*p.Limit)) // debt: see Decide
 	}
 	left := start + p.Window - now
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count)}
@@ -72,8 +72,9 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 		}
 	}
 	if allowed || mode == Force {
-		curr += cost
-		estimate += float64(cost)
+		added := max(0, min(cost, 2*p.Limit-curr)) // debt: see Decide
+		curr += added
+		estimate += float64(added)
 	}
 	r := Result{
 		Allowed:    allowed,

@@ -84,7 +84,9 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 				Shadow: rng.IntN(8) == 0,
 			}
 			if rng.IntN(20) == 0 {
+				// Recorded hits, up to past the debt cap.
 				items[i].Mode = algorithm.Force
+				items[i].Cost = rng.Int64N(3*items[i].Params.Limit + 1)
 			}
 		}
 		want := make([]Result, n)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
@@ -19,6 +20,12 @@ type MemoryOptions struct {
 	// Dropping a live key forgets its usage, so size it above the number of
 	// keys active within a window. Default 1<<20.
 	MaxKeys int
+	// MaxBytes bounds the memory the keys' state holds (an estimate that
+	// counts each key, its entry and a sliding log's runs), evicting as
+	// MaxKeys does: a sliding log of a large limit holds up to 2 × limit
+	// runs, so the number of keys alone does not bound memory. Default
+	// 256 MiB.
+	MaxBytes int64
 	// Shards is the number of independently locked shards, rounded up to
 	// a power of two. Default 64.
 	Shards int
@@ -34,22 +41,35 @@ type Memory struct {
 	mask     uint64
 	seed     maphash.Seed
 	perShard int
-	base     time.Time
-	baseUS   int64
+	// perShardBytes bounds each shard's bytes: MaxBytes spread evenly.
+	perShardBytes int64
+	base          time.Time
+	baseUS        int64
 }
 
 type memShard struct {
-	mu   sync.Mutex
-	m    map[string]*memEntry
-	head memEntry // sentinel of the LRU list: head.next is the newest
-	_    [40]byte // keep shards' locks on separate cache lines
+	mu    sync.Mutex
+	m     map[string]*memEntry
+	head  memEntry // sentinel of the LRU list: head.next is the newest
+	bytes int64    // the size of its entries
+	_     [32]byte // keep shards' locks on separate cache lines
 }
 
 type memEntry struct {
 	key        string
 	state      algorithm.State
 	expires    int64 // µs; the state equals a fresh key's from then on
+	size       int64 // its share of the shard's bytes: entrySize
 	prev, next *memEntry
+}
+
+// entryOverhead is what a key costs beyond its name and log: the entry
+// (about 130 bytes) and its place in the shard's map.
+const entryOverhead = 176
+
+// entrySize estimates the memory of a key holding st.
+func entrySize(key string, st algorithm.State) int64 {
+	return entryOverhead + int64(len(key)) + int64(cap(st.Log))*int64(unsafe.Sizeof(algorithm.Run{}))
 }
 
 // NewMemory returns an empty in-memory store.
@@ -60,8 +80,11 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	if opts.Shards == 0 {
 		opts.Shards = 64
 	}
-	if opts.MaxKeys < 0 || opts.Shards < 0 {
-		return nil, fmt.Errorf("memory store: MaxKeys %d and Shards %d must not be negative", opts.MaxKeys, opts.Shards)
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = 256 << 20
+	}
+	if opts.MaxKeys < 0 || opts.Shards < 0 || opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("memory store: MaxKeys %d, MaxBytes %d and Shards %d must not be negative", opts.MaxKeys, opts.MaxBytes, opts.Shards)
 	}
 	n := 1
 	for n < opts.Shards {
@@ -69,12 +92,13 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	}
 	now := time.Now()
 	m := &Memory{
-		shards:   make([]memShard, n),
-		mask:     uint64(n - 1),
-		seed:     maphash.MakeSeed(),
-		perShard: max(1, opts.MaxKeys/n),
-		base:     now,
-		baseUS:   now.UnixMicro(),
+		shards:        make([]memShard, n),
+		mask:          uint64(n - 1),
+		seed:          maphash.MakeSeed(),
+		perShard:      max(1, opts.MaxKeys/n),
+		perShardBytes: max(1, opts.MaxBytes/int64(n)),
+		base:          now,
+		baseUS:        now.UnixMicro(),
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
@@ -169,37 +193,49 @@ func stateOf(e *memEntry, now int64) algorithm.State {
 
 // store keeps st for key, whose entry (nil for none) was looked up under
 // the same lock, for reset µs, or drops the key when st equals a fresh
-// key's. The caller holds s.mu.
+// key's; then it evicts the least recently used keys while the shard holds
+// more than its share of MaxBytes. The caller holds s.mu.
 func (m *Memory) store(s *memShard, e *memEntry, key string, st algorithm.State, reset, now int64) {
 	if reset <= 0 {
 		if e != nil {
-			s.unlink(e)
-			delete(s.m, key)
+			s.drop(e)
 		}
 		return
 	}
 	if e == nil {
 		if len(s.m) >= m.perShard {
 			e = s.head.prev // the least recently used: reuse it
-			s.unlink(e)
-			delete(s.m, e.key)
+			s.drop(e)
 		} else {
 			e = new(memEntry)
 		}
-		e.key = key
+		e.key, e.size = key, 0
 		s.m[key] = e
 	} else {
 		s.unlink(e)
 	}
 	e.state, e.expires = st, now+reset
+	size := entrySize(key, st)
+	s.bytes += size - e.size
+	e.size = size
 	e.next, e.prev = s.head.next, &s.head
 	s.head.next.prev = e
 	s.head.next = e
+	for s.bytes > m.perShardBytes && s.head.prev != e {
+		s.drop(s.head.prev)
+	}
 }
 
 func (s *memShard) unlink(e *memEntry) {
 	e.prev.next = e.next
 	e.next.prev = e.prev
+}
+
+// drop removes e from the shard.
+func (s *memShard) drop(e *memEntry) {
+	s.unlink(e)
+	delete(s.m, e.key)
+	s.bytes -= e.size
 }
 
 // Len is the number of keys held, expired ones included until reused.
@@ -209,6 +245,18 @@ func (m *Memory) Len() int {
 		s := &m.shards[i]
 		s.mu.Lock()
 		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Bytes is the estimated memory of the keys held.
+func (m *Memory) Bytes() int64 {
+	var n int64
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += s.bytes
 		s.mu.Unlock()
 	}
 	return n

@@ -45,7 +45,14 @@ type fused struct {
 	args   []any
 }
 
-// fuse groups batch into script calls.
+// maxFusedItems bounds the items one fused decide call carries (a
+// request's at most maxItems), so that no script call holds Redis for long
+// however many requests a batch coalesces: at the Lua decide's 5–10 µs per
+// item, a few milliseconds.
+const maxFusedItems = 512
+
+// fuse groups batch into script calls: per slot, up to maxFusedItems items
+// each.
 func (r *Redis) fuse(batch []*call) []*fused {
 	var out []*fused
 	bySlot := map[uint16]*fused{}
@@ -59,7 +66,7 @@ func (r *Redis) fuse(batch []*call) []*fused {
 			s = slot(c.keys[0]) // a decide call's keys share one slot
 		}
 		f := bySlot[s]
-		if f == nil {
+		if f == nil || len(f.keys)+len(c.keys) > maxFusedItems {
 			f = &fused{script: r.decide, decide: true, args: []any{0}}
 			bySlot[s] = f
 			out = append(out, f)

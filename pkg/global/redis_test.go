@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,5 +275,80 @@ func TestFusedRequestFailsAlone(t *testing.T) {
 		if i != 1 && (c.err != nil || !out[0].Allowed) {
 			t.Errorf("request %d: %+v, %v; want admitted", i, out[0], c.err)
 		}
+	}
+}
+
+// TestRefundEveryKind: the refund script gives back exactly what a take
+// of each algorithm took, also on a sliding log whose later runs (another
+// request's, after the take) must keep their place and units.
+func TestRefundEveryKind(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t), InjectTime: true})
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	t0 := int64(1_780_000_020)*sec + 250_000
+	for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
+		t.Run(kind.String(), func(t *testing.T) {
+			p := algorithm.Params{Kind: kind, Limit: 20, Window: 60 * sec, Burst: 20}
+			key := Key(prefix, kind.String())
+			check := func(at int64) Result {
+				out := make([]Result, 1)
+				if err := rs.DecideAt(ctx, []Item{{Key: key, Params: p}}, out, at); err != nil {
+					t.Fatal(err)
+				}
+				return out[0]
+			}
+			take := []Item{{Key: key, Params: p, Cost: 5}}
+			res := make([]Result, 1)
+			taken, err := rs.decideGroup(ctx, take, res, t0)
+			if err != nil || !res[0].Allowed {
+				t.Fatalf("take: %+v, %v", res, err)
+			}
+			// Another request's hits after the take.
+			later := []Item{{Key: key, Params: p, Cost: 2}}
+			if _, err := rs.decideGroup(ctx, later, make([]Result, 1), t0+1); err != nil {
+				t.Fatal(err)
+			}
+			if err := rs.refundGroup(ctx, take, res, taken); err != nil {
+				t.Fatal(err)
+			}
+			if r := check(t0 + 1); r.Remaining != 18 {
+				t.Fatalf("after the refund: %+v; want 18 left (only the later 2 taken)", r)
+			}
+			if kind == algorithm.SlidingLog {
+				// The later hits still leave the window when they should.
+				if r := check(t0 + 1 + p.Window); r.Remaining != 20 {
+					t.Errorf("after the later hits' window: %+v; want 20 left", r)
+				}
+			}
+		})
+	}
+}
+
+// TestFuseBoundsItems: however many requests a writer coalesces, no fused
+// decide call carries more than maxFusedItems items, so no one script call
+// holds Redis for long.
+func TestFuseBoundsItems(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { client.Close() })
+	rs := newRedisStore(t, RedisOptions{Client: client})
+	var batch []*call
+	items := make([]Item, maxItems)
+	for i := range items {
+		items[i] = Item{Key: Key("t:", fmt.Sprint(i)), Params: algorithm.Params{Limit: 1, Window: sec, Burst: 1}, Cost: 1}
+	}
+	for range 20 {
+		batch = append(batch, rs.decideCall(items, 0))
+	}
+	calls, total := 0, 0
+	for _, f := range rs.fuse(batch) {
+		if len(f.keys) > maxFusedItems {
+			t.Fatalf("a fused call carries %d items; want at most %d", len(f.keys), maxFusedItems)
+		}
+		calls += len(f.calls)
+		total += len(f.keys)
+	}
+	if calls != 20 || total != 20*maxItems {
+		t.Fatalf("fused %d calls, %d items; want all 20 calls and %d items", calls, total, 20*maxItems)
 	}
 }

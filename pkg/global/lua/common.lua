@@ -11,8 +11,11 @@ local function need(cost)
   return cost
 end
 
+local MAX_DURATION = 9007199254740992 -- 2^53 µs, as algorithm.MaxDuration
+
 local function ceil_pos(x)
   if x <= 0 then return 0 end
+  if x >= MAX_DURATION then return MAX_DURATION end
   return math.ceil(x)
 end
 

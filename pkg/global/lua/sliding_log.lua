@@ -1,72 +1,134 @@
 -- sluice: exact sliding log, mirroring pkg/algorithm/log.go slidingLog.
--- The log is a Redis list of hit times, oldest first. In a script the state
--- is the list as loaded (base), the index of its first live entry (first),
--- and how many hits at time addv this request appended (nadd), so a key
--- decided twice in one request is stored with one LTRIM and one RPUSH.
+-- The log is a Redis list of runs, oldest first, each "t n total": n units
+-- accepted at time t, total the running sum of units up to and including
+-- them (see algorithm.Run). A decision reads the runs it needs with LINDEX
+-- and binary search, never the whole list, and adds at most one run, so its
+-- cost grows with log(runs), not with the limit or the cost.
+--
+-- In a script the state is the stored list (len runs, the live ones from
+-- index first) plus tail: a run this request appended (tail_new) or the
+-- stored newest run grown by it. A key decided twice in one request sees
+-- both, and is stored with one LTRIM and one RPUSH or LSET.
 
-local function log_len(st)
-  return #st.base - st.first + 1 + st.nadd
+local SMALL_LOG = 32 -- logs up to this many runs are read whole, with one LRANGE
+
+local function parse_run(v)
+  local t, n, total = string.match(v, '^(%S+) (%S+) (%S+)$')
+  if not t then return nil end
+  return { t = tonumber(t), n = tonumber(n), total = tonumber(total) }
 end
 
-local function log_at(st, k) -- k-th live entry, 1-based
-  local live = #st.base - st.first + 1
-  if k <= live then return st.base[st.first + k - 1] end
-  return st.addv
+local function log_end(st)
+  if st.tail and st.tail_new then return st.len + 1 end
+  return st.len
+end
+
+local function run_at(st, i) -- i-th run, 1-based
+  if st.tail and i == log_end(st) then return st.tail end
+  local r = st.runs[i]
+  if not r then
+    r = parse_run(redis.call('LINDEX', st.key, i - 1))
+    st.runs[i] = r
+  end
+  return r
+end
+
+-- search returns the first index in [lo, hi] whose run satisfies ok, or
+-- hi + 1; ok must be false up to some index and true from there on.
+local function search(st, lo, hi, ok)
+  hi = hi + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if ok(run_at(st, mid)) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+local function log_units(st)
+  local last = log_end(st)
+  if last < st.first then return 0 end
+  local first = run_at(st, st.first)
+  return run_at(st, last).total - (first.total - first.n)
 end
 
 load_log = function(item)
-  local raw = redis.call('LRANGE', item.key, 0, -1)
-  local base = {}
-  for i = 1, #raw do base[i] = tonumber(raw[i]) end
-  return { exists = #base > 0, base = base, first = 1, nadd = 0, addv = 0 }
+  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, tail = nil, tail_new = false }
+  if st.len > 0 and not parse_run(redis.call('LINDEX', item.key, -1)) then
+    -- A log in the format before runs (one time per entry): dropped, it
+    -- would have expired within one window.
+    redis.call('DEL', item.key)
+    st.len = 0
+  end
+  if st.len > 0 and st.len <= SMALL_LOG then
+    local raw = redis.call('LRANGE', item.key, 0, -1)
+    for i = 1, #raw do st.runs[i] = parse_run(raw[i]) end
+  end
+  st.exists = st.len > 0
+  return st
 end
 
 store_log = function(item, st, ttl)
   if st.first > 1 then redis.call('LTRIM', item.key, st.first - 1, -1) end
-  local v = num(st.addv)
-  local left = st.nadd
-  while left > 0 do -- in chunks: unpack is bounded by the Lua stack
-    local chunk = {}
-    for i = 1, math.min(left, 1000) do chunk[i] = v end
-    redis.call('RPUSH', item.key, unpack(chunk))
-    left = left - #chunk
+  if st.tail then
+    local v = num(st.tail.t) .. ' ' .. num(st.tail.n) .. ' ' .. num(st.tail.total)
+    if st.tail_new then
+      redis.call('RPUSH', item.key, v)
+    else
+      redis.call('LSET', item.key, -1, v)
+    end
   end
   redis.call('PEXPIRE', item.key, ttl)
 end
 
-local function sliding_log(st, p, now, cost, force)
-  local count = log_len(st)
-  if count > 0 and log_at(st, count) > now then now = log_at(st, count) end
-  local first = st.first
-  local nst = { exists = st.exists, base = st.base, first = first, nadd = st.nadd, addv = st.addv }
-  while log_len(nst) > 0 and log_at(nst, 1) <= now - p.window do
-    if nst.first <= #nst.base then nst.first = nst.first + 1 else nst.nadd = nst.nadd - 1 end
+-- append_run adds n units at t, the log's newest time (appendRun).
+local function append_run(st, t, n)
+  local last = log_end(st)
+  if last >= st.first and run_at(st, last).t == t then
+    local r = run_at(st, last)
+    st.tail = { t = t, n = r.n + n, total = r.total + n }
+    return
   end
-  count = log_len(nst)
+  if st.tail then
+    -- Appends at two different times within one request cannot happen:
+    -- now is the same for every item, only raised to the newest hit.
+    error('sliding_log: two append times in one request')
+  end
+  local total = 0
+  if last >= st.first then total = run_at(st, last).total end
+  st.tail, st.tail_new = { t = t, n = n, total = total + n }, true
+end
+
+local function sliding_log(st, p, now, cost, force)
+  local nst = { key = st.key, len = st.len, first = st.first, runs = st.runs, tail = st.tail, tail_new = st.tail_new }
+  local last = log_end(nst)
+  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
+  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
+  local count = log_units(nst)
   local n = need(cost)
   local allowed = count + n <= p.limit
   local retry = 0
   if not allowed then
     if n > p.limit or count == 0 then
       retry = p.window
-      if count > 0 then retry = log_at(nst, count) + p.window - now end
+      if count > 0 then retry = run_at(nst, last).t + p.window - now end
     else
-      retry = log_at(nst, count + n - p.limit) + p.window - now
+      -- The oldest k units must leave the window: wait for the run holding the k-th.
+      local k = count + n - p.limit
+      local first = run_at(nst, nst.first)
+      local base = first.total - first.n
+      local j = search(nst, nst.first, last, function(r) return r.total - base >= k end)
+      retry = run_at(nst, j).t + p.window - now
     end
   end
   if (allowed or force) and cost > 0 then
-    if nst.nadd > 0 and nst.addv ~= now then
-      -- Appends at two different times within one request cannot happen:
-      -- now is the same for every item, only raised to the newest hit.
-      error('sliding_log: two append times in one request')
+    local add = math.min(cost, math.max(0, 2 * p.limit - count)) -- debt cap: see slidingLog
+    if add > 0 then
+      append_run(nst, now, add)
+      count = count + add
     end
-    local add = math.min(cost, p.limit) -- see slidingLog: bounded, same answers
-    nst.nadd = nst.nadd + add
-    nst.addv = now
-    count = count + add
   end
   nst.exists = count > 0
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
-  if count > 0 then r.reset = log_at(nst, count) + p.window - now end
+  if count > 0 then r.reset = run_at(nst, log_end(nst)).t + p.window - now end
   return nst, r
 end

@@ -18,7 +18,10 @@ local function token_bucket(st, p, now, cost, force)
       retry = ceil_pos((n - tokens) / rate)
     end
   end
-  if allowed or force then tokens = tokens - cost end
+  if allowed or force then
+    -- debt stops at one bucket below empty (see algorithm.Decide)
+    tokens = math.min(tokens, math.max(tokens - cost, -capacity))
+  end
   local reset = ceil_pos((capacity - tokens) / rate)
   return { exists = true, f = tokens, t = updated },
     { allowed = allowed, remaining = floor_non_neg(tokens), retry = retry, reset = reset }
@@ -41,7 +44,9 @@ local function gcra(st, p, now, cost, force)
       retry = ceil_pos(allow_at - now)
     end
   end
-  if allowed or force then tat = tat + cost * interval end
+  if allowed or force then
+    tat = math.max(tat, math.min(tat + cost * interval, now + 2 * tolerance))
+  end
   return { exists = true, f = tat },
     { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),
       retry = retry, reset = ceil_pos(tat - now) }

@@ -5,7 +5,7 @@ local function fixed_window(st, p, now, cost, force)
   if st.exists and st.t >= start then start, count = st.t, st.a end
   local n = need(cost)
   local allowed = count + n <= p.limit
-  if allowed or force then count = count + cost end
+  if allowed or force then count = math.max(count, math.min(count + cost, 2 * p.limit)) end
   local left = start + p.window - now
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
   if not allowed then r.retry = left end
@@ -41,8 +41,9 @@ local function sliding_window(st, p, now, cost, force)
     end
   end
   if allowed or force then
-    curr = curr + cost
-    estimate = estimate + cost
+    local added = math.max(0, math.min(cost, 2 * p.limit - curr))
+    curr = curr + added
+    estimate = estimate + added
   end
   local r = { allowed = allowed, remaining = floor_non_neg(p.limit - estimate), retry = retry, reset = 0 }
   if curr > 0 then
