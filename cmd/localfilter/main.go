@@ -40,6 +40,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 func main() {
@@ -129,6 +130,8 @@ func dialUpstream(addrs string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(r.Scheme()+":///upstream",
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Values that are not UTF-8 are forwarded as Envoy sent them.
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		// Reconnect within a second of the upstream's return, however long

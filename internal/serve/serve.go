@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 // ParseLevel parses debug, info, warn or error.
@@ -62,9 +63,12 @@ type GRPC struct {
 
 // NewGRPC builds the server. Envoy keeps long-lived HTTP/2 connections and
 // may ping them, so pings are permitted every 5 s even without streams.
+// Messages are decoded with wire.Codec, so descriptor values holding bytes
+// that are not UTF-8, as Envoy forwards them, are decided, not refused.
 func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
 	opts = append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ForceServerCodecV2(wire.Codec{}),
 	}, opts...)
 	g := GRPC{Server: grpc.NewServer(opts...), Health: health.NewServer()}
 	rlsv3.RegisterRateLimitServiceServer(g.Server, svc)

@@ -125,31 +125,44 @@ func (c *Config) Match(domain string, entries []Entry) *Limit {
 }
 
 // glob reports whether s matches pattern, in which each '*' matches any run
-// of bytes, including an empty one. It backtracks only to the most recent
-// star, so it runs in O(len(pattern)·len(s)) at worst and never allocates.
+// of bytes, including an empty one. The text before the first star must
+// start s and the text after the last must end it; the pieces between are
+// found in order, each at its leftmost place, which never loses a match
+// when '*' is the only operator. It runs in time linear in len(s) (one
+// pass per piece, with strings.Index) and never allocates, so a value of
+// any length is matched on what it holds.
 func glob(pattern, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pattern) && pattern[p] == s[i]:
-			p++
-			i++
-		case star >= 0:
-			// Let the last star swallow one more byte and retry from there.
-			mark++
-			p, i = star+1, mark
-		default:
+	head, rest, found := strings.Cut(pattern, "*")
+	if !found {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, head) {
+		return false
+	}
+	s = s[len(head):]
+	tail := rest
+	if i := strings.LastIndexByte(rest, '*'); i >= 0 {
+		tail, rest = rest[i+1:], rest[:i]
+	} else {
+		rest = ""
+	}
+	if !strings.HasSuffix(s, tail) {
+		return false
+	}
+	s = s[:len(s)-len(tail)]
+	for rest != "" {
+		var piece string
+		piece, rest, _ = strings.Cut(rest, "*")
+		if piece == "" {
+			continue
+		}
+		i := strings.Index(s, piece)
+		if i < 0 {
 			return false
 		}
+		s = s[i+len(piece):]
 	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
+	return true
 }
 
 // Domains returns the configured domains, sorted.

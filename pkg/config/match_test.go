@@ -1,9 +1,12 @@
 package config
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // matchConfig exercises every kind of match. Each limit's name says which
@@ -280,5 +283,29 @@ func BenchmarkMatch(b *testing.B) {
 				i++
 			}
 		})
+	})
+}
+
+// FuzzGlob holds glob to its definition, a regular expression in which
+// each '*' is ".*" and everything else is literal.
+func FuzzGlob(f *testing.F) {
+	for _, seed := range [][2]string{{"*sqlmap*", "x sqlmap/1.7 y"}, {"a*a", "a"}, {"*a*b*a*", "abba"}, {"", ""}, {"**", "\xff"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		pieces := strings.Split(pattern, "*")
+		for i, p := range pieces {
+			pieces[i] = regexp.QuoteMeta(p)
+		}
+		re, err := regexp.Compile(`(?s)\A` + strings.Join(pieces, ".*") + `\z`)
+		if err != nil {
+			t.Skip() // not UTF-8: regexp cannot say
+		}
+		if !utf8.ValidString(s) {
+			t.Skip()
+		}
+		if got, want := glob(pattern, s), re.MatchString(s); got != want {
+			t.Fatalf("glob(%q, %q) = %v; want %v", pattern, s, got, want)
+		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 // EngineOptions configure an Engine.
@@ -138,5 +139,7 @@ func Remote(client rlsv3.RateLimitServiceClient) Limiter { return remote{client}
 type remote struct{ c rlsv3.RateLimitServiceClient }
 
 func (r remote) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	return r.c.ShouldRateLimit(ctx, req, grpc.WaitForReady(false))
+	// Header values go into descriptors as the request carried them, bytes
+	// that are not UTF-8 included: wire.Codec sends them as they are.
+	return r.c.ShouldRateLimit(ctx, req, grpc.WaitForReady(false), grpc.ForceCodecV2(wire.Codec{}))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 func configFile(t *testing.T) string {
@@ -61,6 +62,9 @@ func TestEngineInMemory(t *testing.T) {
 	m := perKey(t, newEngine(t, EngineOptions{Config: configFile(t)}))
 	if n := admitted(t, 6, "a", m); n != 3 {
 		t.Errorf("admitted %d of 6 on 3 a minute", n)
+	}
+	if n := admitted(t, 6, "a\xff", m); n != 3 {
+		t.Errorf("a header with a 0xFF byte: admitted %d of 6 on 3 a minute", n)
 	}
 	if _, err := NewEngine(EngineOptions{}); err == nil {
 		t.Error("NewEngine without a config: no error")
@@ -119,7 +123,7 @@ func TestRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
 	rlsv3.RegisterRateLimitServiceServer(gs, e.svc) // as cmd/server serves its rls.Service
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
@@ -131,6 +135,11 @@ func TestRemote(t *testing.T) {
 	m := perKey(t, Remote(rlsv3.NewRateLimitServiceClient(conn)))
 	if n := admitted(t, 5, "r", m); n != 3 {
 		t.Errorf("through a remote server: %d of 5 admitted; want 3", n)
+	}
+	// A header holding bytes that are not UTF-8 is limited too, on its own
+	// count (it used to fail the call, and the middleware failed open).
+	if n := admitted(t, 5, "r\xff", m); n != 3 {
+		t.Errorf("a header with a 0xFF byte through a remote server: %d of 5 admitted; want 3", n)
 	}
 	rec := serve(t, m, get("/", "X-Client", "r"))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get(rls.HeaderReason) != "per-client" || rec.Body.Len() == 0 {

@@ -7,6 +7,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 // maxJSONBody bounds a /json request body.
@@ -29,7 +31,7 @@ func JSONHandler(s *Service) http.Handler {
 			return
 		}
 		var req rlsv3.RateLimitRequest
-		if err := protojson.Unmarshal(body, &req); err != nil {
+		if err := wire.UnmarshalJSON(body, &req); err != nil {
 			http.Error(w, "bad RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -66,7 +66,10 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 	for i, desc := range ds {
 		entries = entries[:0]
 		for _, e := range desc.GetEntries() {
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: EntryValue(e.GetValue())})
+			// Matched on the value as sent, however long or whatever its
+			// bytes, so padding cannot move it off a rule; counted by
+			// EntryValue (appendKey).
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		l := cfg.Match(domain, entries)
 		if o := desc.GetLimit(); o != nil && cfg.HasDomain(domain) {

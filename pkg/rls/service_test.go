@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
 const testConfig = `domain: edge
@@ -129,11 +130,13 @@ func start(t *testing.T, opts Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{})) // as the daemons serve it
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The client writes strings as Envoy does, bytes unchecked.
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -18,10 +19,10 @@ const (
 	MaxDescriptors = 64
 	MaxEntries     = 16
 	MaxKeyLen      = 256
-	// MaxValueLen is the longest descriptor value matched and counted as
-	// it is. A longer one is not refused (a client padding a header would
-	// then step around its limit wherever the caller fails open): it is
-	// matched and counted by its digest (see EntryValue).
+	// MaxValueLen is the longest descriptor value counted as it is. A
+	// longer one is not refused (a client padding a header would then step
+	// around its limit wherever the caller fails open): it is matched as it
+	// is and counted by its digest (see EntryValue).
 	MaxValueLen  = 1024
 	MaxDomainLen = 256
 	// MaxCost bounds hits_addend, so costs stay exact in the stores'
@@ -91,15 +92,48 @@ func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
 	return nil
 }
 
-// EntryValue is the value a descriptor entry is matched and counted by
-// (the simulator reads traces through it too):
-// itself, or for one longer than MaxValueLen a fixed-length digest of it,
-// led by a NUL byte that no HTTP header value holds, so it can neither be
-// mistaken for a short value nor grow a key, a metric label or a log line.
+// EntryValue is the value a descriptor entry is counted by (its store key,
+// a detailed metric's label, a trace in the simulator): the value itself
+// when it is valid UTF-8 of at most MaxValueLen bytes; else a form led by a
+// NUL byte, which no HTTP header value holds, that is valid UTF-8 and at
+// most MaxValueLen bytes, so it can grow no key, label or log line:
+//
+//   - "\x00utf8:" and the value with each byte that is not UTF-8 written
+//     \xHH and each backslash doubled, when that fits;
+//   - else "\x00sha256:" and the hex SHA-256 of the value's bytes.
+//
+// Distinct values get distinct forms, and a form is its own form, so a
+// client sending one directly is counted as the value it stands for: no
+// more than it could do by sending that value.
+//
+// Matching uses the value itself, not this form (see plan), so that neither
+// padding nor a stray byte moves a request to another limit.
 func EntryValue(v string) string {
-	if len(v) <= MaxValueLen {
+	if len(v) <= MaxValueLen && utf8.ValidString(v) {
 		return v
+	}
+	if len(v) <= MaxValueLen {
+		b := make([]byte, 0, len(utf8Prefix)+len(v)+16)
+		b = append(b, utf8Prefix...)
+		for i := 0; i < len(v); {
+			r, size := utf8.DecodeRuneInString(v[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, `\x`...)
+				b = hex.AppendEncode(b, []byte{v[i]})
+			case r == '\\':
+				b = append(b, `\\`...)
+			default:
+				b = append(b, v[i:i+size]...)
+			}
+			i += size
+		}
+		if len(b) <= MaxValueLen {
+			return string(b)
+		}
 	}
 	sum := sha256.Sum256([]byte(v))
 	return "\x00sha256:" + hex.EncodeToString(sum[:])
 }
+
+const utf8Prefix = "\x00utf8:"

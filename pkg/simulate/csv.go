@@ -184,9 +184,9 @@ func parseEntries(s string) ([]config.Entry, error) {
 			// answers it never gives.
 			return nil, fmt.Errorf("entry %d: key too long (at most %d bytes)", i+1, rls.MaxKeyLen)
 		}
-		// A long value is matched and counted by its digest, as the
-		// server does.
-		entries = append(entries, config.Entry{Key: k, Value: rls.EntryValue(v)})
+		// Matched as it is and counted as the server counts it (a long
+		// value by its digest: see appendStateKey).
+		entries = append(entries, config.Entry{Key: k, Value: v})
 	}
 	return entries, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // Request is one offered request of a trace: a single descriptor, to keep
@@ -77,7 +78,8 @@ func (u Under) apply(r config.RateLimit) config.RateLimit {
 }
 
 // appendStateKey appends the name of one key's state: the domain, the
-// limit's path and the request's entries, each length-prefixed so that no
+// limit's path and the request's entries (values counted as the server
+// counts them, rls.EntryValue), each length-prefixed so that no
 // choice of values can make two keys collide (entries "a=b;c" and "a=b",
 // "c=…" stay apart, unlike a joined string).
 func appendStateKey(dst []byte, domain, path string, entries []config.Entry) []byte {
@@ -89,7 +91,7 @@ func appendStateKey(dst []byte, domain, path string, entries []config.Entry) []b
 	part(path)
 	for _, e := range entries {
 		part(e.Key)
-		part(e.Value)
+		part(rls.EntryValue(e.Value))
 	}
 	return dst
 }

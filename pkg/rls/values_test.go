@@ -1,0 +1,96 @@
+package rls
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/config"
+)
+
+const valuesConfig = `domain: edge
+descriptors:
+  - key: user_agent
+    value: "*sqlmap*"
+    rate_limit: {unit: minute, requests_per_unit: 0, name: scanners}
+  - key: user_agent
+    rate_limit: {unit: minute, requests_per_unit: 2, name: per-agent, algorithm: fixed_window}
+`
+
+func agent(v string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user_agent", v)}}
+}
+
+// TestValuesNotUTF8AreDecided: a value holding bytes that are not UTF-8
+// (Envoy forwards header bytes as they arrive) is decided like any other,
+// and counted on its own bytes: neither refused nor merged with another
+// value (the finding: it was answered Internal, which Envoy admits).
+func TestValuesNotUTF8AreDecided(t *testing.T) {
+	cfg := mustConfig(t, valuesConfig)
+	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
+		if got := codesOf(h.call(t, agent("curl\xff"))); got != want {
+			t.Fatalf("request %d with a 0xFF byte: %s; want %s", i+1, got, want)
+		}
+	}
+	for _, other := range []string{"curl\xfe", "curl", "curl?", `curl\xff`, "\x00utf8:curl"} {
+		if got := codesOf(h.call(t, agent(other))); got != "OK:OK" {
+			t.Errorf("%q shares the count of \"curl\\xff\": %s", other, got)
+		}
+	}
+	if got := codesOf(h.call(t, agent("sqlmap\xff"))); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("a scanner with a stray byte: %s; want blocked", got)
+	}
+}
+
+// TestLongValuesMatchTheirRules: padding a value past MaxValueLen neither
+// steps around a rule it matches nor merges it with another long value
+// (the finding: a padded scanner fell through to the looser limit).
+func TestLongValuesMatchTheirRules(t *testing.T) {
+	cfg := mustConfig(t, valuesConfig)
+	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	pad := strings.Repeat("A", 1100)
+	for _, v := range []string{"sqlmap/1.7" + pad, pad + "sqlmap/1.7", pad + "sqlmap/1.7" + pad + pad} {
+		if got := codesOf(h.call(t, agent(v))); got != "OVER_LIMIT:OVER_LIMIT" {
+			t.Errorf("a scanner padded to %d bytes: %s; want blocked", len(v), got)
+		}
+	}
+	a, b := "a"+pad, "b"+pad
+	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
+		if got := codesOf(h.call(t, agent(a))); got != want {
+			t.Fatalf("long value, request %d: %s; want %s", i+1, got, want)
+		}
+	}
+	if got := codesOf(h.call(t, agent(b))); got != "OK:OK" {
+		t.Errorf("another long value shares the count: %s", got)
+	}
+}
+
+// TestJSONValuesNotUTF8: /json decides a body whose strings hold raw
+// bytes as the gRPC path does, on the same count.
+func TestJSONValuesNotUTF8(t *testing.T) {
+	cfg := mustConfig(t, valuesConfig)
+	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	srv := httptest.NewServer(JSONHandler(h.svc))
+	t.Cleanup(srv.Close)
+	body := []byte("{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"user_agent\",\"value\":\"wget\xff\"}]}]}")
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("/json request %d: %d; want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	// Counted on the same key as the gRPC path.
+	if got := codesOf(h.call(t, agent("wget\xff"))); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("gRPC after /json used the limit: %s; want OVER_LIMIT", got)
+	}
+}
