@@ -1,7 +1,10 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,6 +15,11 @@ import (
 // values appear only in sluice_detailed_decisions_total, for limits that
 // set detailed_metric. A nil *Metrics counts nothing.
 type Metrics struct {
+	// detailedMu guards detailedSeen, the descriptor labels of
+	// sluice_detailed_decisions_total so far: at most MaxDetailedSeries.
+	detailedMu   sync.Mutex
+	detailedSeen map[string]struct{}
+
 	requests       *prometheus.CounterVec
 	tiers          *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
@@ -20,6 +28,16 @@ type Metrics struct {
 	logsSuppressed prometheus.Counter
 	Store          *StoreMetrics
 }
+
+// Bounds on the descriptor label of sluice_detailed_decisions_total, which
+// holds request values: at most MaxDetailedSeries distinct labels per
+// process (further ones are counted under DetailedOverflow) and at most
+// MaxDetailedLabel bytes each (a longer one is shown by its digest).
+const (
+	MaxDetailedSeries = 10_000
+	MaxDetailedLabel  = 256
+	DetailedOverflow  = "_overflow"
+)
 
 // StoreMetrics describe the store behind a StoreDecider.
 type StoreMetrics struct {
@@ -46,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"domain", "limit", "result"}),
 		detailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_detailed_decisions_total",
-			Help: "Decisions of detailed_metric limits, labelled with the request's descriptor values.",
+			Help: "Decisions of detailed_metric limits, labelled with the request's descriptor values (at most 10000 labels, then _overflow; labels past 256 bytes by digest).",
 		}, []string{"domain", "limit", "descriptor", "result"}),
 		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_flag_cache_hits_total",
@@ -112,6 +130,28 @@ func (m *Metrics) decision(domain, limit, result string, detailed bool, values [
 	}
 	m.decisions.WithLabelValues(domain, limit, result).Inc()
 	if detailed {
-		m.detailed.WithLabelValues(domain, limit, strings.Join(values, "."), result).Inc()
+		m.detailed.WithLabelValues(domain, limit, m.detailedLabel(strings.Join(values, ".")), result).Inc()
 	}
+}
+
+// detailedLabel bounds a detailed metric's descriptor label: in length, and
+// in the number of distinct labels a process ever reports.
+func (m *Metrics) detailedLabel(label string) string {
+	if len(label) > MaxDetailedLabel {
+		sum := sha256.Sum256([]byte(label))
+		label = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	m.detailedMu.Lock()
+	defer m.detailedMu.Unlock()
+	if _, ok := m.detailedSeen[label]; ok {
+		return label
+	}
+	if len(m.detailedSeen) >= MaxDetailedSeries {
+		return DetailedOverflow
+	}
+	if m.detailedSeen == nil {
+		m.detailedSeen = make(map[string]struct{})
+	}
+	m.detailedSeen[label] = struct{}{}
+	return label
 }

@@ -21,7 +21,7 @@ func (s *Service) observe(d *decision) {
 		var values []string
 		if l.DetailedMetric {
 			for _, e := range b.Descriptors[j].GetEntries() {
-				values = append(values, e.GetKey()+"_"+EntryValue(e.GetValue()))
+				values = append(values, EntryValue(e.GetKey())+"_"+EntryValue(e.GetValue()))
 			}
 		}
 		s.opts.Metrics.decision(b.Domain, l.PolicyName(), result, l.DetailedMetric, values)

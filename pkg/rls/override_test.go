@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -125,5 +126,37 @@ func TestOverrideSeriesBounded(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(reg, "sluice_decisions_total"); n != 2 {
 		t.Fatalf("sluice_decisions_total has %d series after 300 override windows on two descriptors; want 2", n)
+	}
+}
+
+// TestDetailedSeriesBounded: a detailed_metric limit labels decisions with
+// request values, but a client sending ever new ones cannot grow the
+// series past MaxDetailedSeries, nor a label past MaxDetailedLabel bytes.
+func TestDetailedSeriesBounded(t *testing.T) {
+	cfg := mustConfig(t, `domain: edge
+descriptors:
+  - key: tenant
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	h := start(t, Options{Config: func() *config.Config { return cfg }, Metrics: m})
+	h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("tenant", strings.Repeat("t", 1000))}})
+	for i := range MaxDetailedSeries + 50 {
+		m.decision("edge", "edge.tenant", "ok", true, []string{fmt.Sprint("tenant_", i)})
+	}
+	if n := testutil.CollectAndCount(reg, "sluice_detailed_decisions_total"); n != MaxDetailedSeries+1 {
+		t.Fatalf("%d series; want %d and the overflow", n, MaxDetailedSeries)
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if len(l.GetValue()) > MaxDetailedLabel+len("sha256:")+64 {
+					t.Errorf("label %s is %d bytes", l.GetName(), len(l.GetValue()))
+				}
+			}
+		}
 	}
 }
