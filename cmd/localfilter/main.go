@@ -207,9 +207,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		log.Warn("config changes will not be watched", "error", err.Error())
 	}
-	err = serve.Run(ctx, log, serve.NewGRPC(svc), mux, o.grpcAddr, o.httpAddr, o.grace, func(g, h net.Addr) {
-		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
+	err = serve.Run(ctx, serve.Options{
+		Log: log, GRPC: serve.NewGRPC(svc), Admin: mux, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
+		Listening: func(g, h net.Addr) {
+			log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
+				"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
+		},
 	})
 	tier.Close() // flush the hits admitted so far
 	stopWatch()

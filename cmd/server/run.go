@@ -117,11 +117,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if o.pprof {
 		serve.Profile(admin)
 	}
-	err = serve.Run(ctx, log, serve.NewGRPC(svc, gopts...), admin, o.grpcAddr, o.httpAddr, o.grace,
-		func(g, h net.Addr) {
+	err = serve.Run(ctx, serve.Options{
+		Log: log, GRPC: serve.NewGRPC(svc, gopts...), Admin: admin, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
+		Listening: func(g, h net.Addr) {
 			log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
 				"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", cfg.Current().Version())
-		})
+		},
+	})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -105,26 +106,69 @@ func Profile(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
-// Run serves g on grpcAddr and admin on httpAddr until ctx is done (or a
-// listener fails), then shuts down within grace. listening is called with
-// the bound addresses once both listen.
-func Run(ctx context.Context, log *slog.Logger, g GRPC, admin http.Handler, grpcAddr, httpAddr string, grace time.Duration, listening func(grpcAddr, httpAddr net.Addr)) error {
-	glis, err := net.Listen("tcp", grpcAddr)
+// Options configure Run.
+type Options struct {
+	Log  *slog.Logger
+	GRPC GRPC
+	// Admin serves the admin HTTP listener (health, metrics, /json...).
+	Admin              http.Handler
+	GRPCAddr, HTTPAddr string
+	// Grace bounds how long shutdown waits for in-flight requests.
+	Grace time.Duration
+	// Listening is called with the bound addresses once both listen.
+	Listening func(grpcAddr, httpAddr net.Addr)
+	// Admin listener limits; zero values take the defaults, which no
+	// prober, scraper or operator comes near: AdminReadTimeout (a whole
+	// request, headers and body) 10s, AdminWriteTimeout 60s (a CPU profile
+	// of up to 50 s fits), AdminIdleTimeout (a kept-alive connection with no
+	// request) 30s, AdminMaxConns 256 open connections at once (further ones
+	// wait in the kernel's backlog until one closes, so no number of
+	// clients can exhaust the process's file descriptors).
+	AdminReadTimeout, AdminWriteTimeout, AdminIdleTimeout time.Duration
+	AdminMaxConns                                         int
+}
+
+// Run serves the gRPC server and the admin listener until ctx is done (or
+// a listener fails), then shuts down within Grace.
+func Run(ctx context.Context, o Options) error {
+	defaults := []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&o.AdminReadTimeout, 10 * time.Second}, {&o.AdminWriteTimeout, 60 * time.Second}, {&o.AdminIdleTimeout, 30 * time.Second}}
+	for _, x := range defaults {
+		if *x.v <= 0 {
+			*x.v = x.d
+		}
+	}
+	if o.AdminMaxConns <= 0 {
+		o.AdminMaxConns = 256
+	}
+	log, g := o.Log, o.GRPC
+	glis, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("-grpc-addr: %w", err)
 	}
-	hlis, err := net.Listen("tcp", httpAddr)
+	hlis, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
 		glis.Close()
 		return fmt.Errorf("-http-addr: %w", err)
 	}
-	hsrv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	hsrv := &http.Server{
+		Handler:           o.Admin,
+		ReadHeaderTimeout: min(5*time.Second, o.AdminReadTimeout),
+		ReadTimeout:       o.AdminReadTimeout,
+		WriteTimeout:      o.AdminWriteTimeout,
+		IdleTimeout:       o.AdminIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- g.Server.Serve(glis) }()
-	go func() { errc <- hsrv.Serve(hlis) }()
+	go func() { errc <- hsrv.Serve(netutil.LimitListener(hlis, o.AdminMaxConns)) }()
 	g.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	g.Health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	listening(glis.Addr(), hlis.Addr())
+	if o.Listening != nil {
+		o.Listening(glis.Addr(), hlis.Addr())
+	}
 
 	select {
 	case <-ctx.Done():
@@ -132,15 +176,15 @@ func Run(ctx context.Context, log *slog.Logger, g GRPC, admin http.Handler, grpc
 		log.Error("listener failed; shutting down", "error", err.Error())
 	}
 	g.Health.Shutdown()
-	log.Info("shutting down", "grace", grace.String())
+	log.Info("shutting down", "grace", o.Grace.String())
 	stopped := make(chan struct{})
 	go func() { g.Server.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(grace):
+	case <-time.After(o.Grace):
 		g.Server.Stop()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	sctx, cancel := context.WithTimeout(context.Background(), o.Grace)
 	defer cancel()
 	hsrv.Shutdown(sctx)
 	return nil
