@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
@@ -62,6 +62,11 @@ type options struct {
 	batchSize, cacheSize, maxPending, localKeys    int
 	keyPrefix, logLevel, logFormat                 string
 	legacy, pprof                                  bool
+	// TLS of its own port, as the server's flags of the same names.
+	tlsCert, tlsKey, tlsClientCA string
+	// TLS to the upstream.
+	upstreamTLS                                               bool
+	upstreamCA, upstreamCert, upstreamKey, upstreamServerName string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -85,6 +90,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
+	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS on -grpc-addr (with -grpc-tls-key)")
+	fs.StringVar(&o.tlsKey, "grpc-tls-key", "", "PEM private key for gRPC TLS")
+	fs.StringVar(&o.tlsClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates on -grpc-addr (mTLS)")
+	fs.BoolVar(&o.upstreamTLS, "upstream-tls", false, "TLS to the upstream, verified against the system's roots or -upstream-tls-ca (implied by any -upstream-tls-* flag)")
+	fs.StringVar(&o.upstreamCA, "upstream-tls-ca", "", "PEM CAs that verify the upstream's certificate")
+	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
+	fs.StringVar(&o.upstreamKey, "upstream-tls-key", "", "PEM private key of -upstream-tls-cert")
+	fs.StringVar(&o.upstreamServerName, "upstream-tls-server-name", "", "name the upstream's certificate must carry (default: the host of -upstream)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
 	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
@@ -110,6 +123,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
 		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
 	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
+	}
+	if o.tlsClientCA != "" && o.tlsCert == "" {
+		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	}
+	if (o.upstreamCert == "") != (o.upstreamKey == "") {
+		errs = append(errs, errors.New("-upstream-tls-cert and -upstream-tls-key go together"))
+	}
+	o.upstreamTLS = o.upstreamTLS || o.upstreamCA != "" || o.upstreamCert != "" || o.upstreamServerName != ""
 	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
 		errs = append(errs, err)
 	}
@@ -117,19 +140,26 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 }
 
 // dialUpstream opens one long-lived HTTP/2 connection per upstream
-// address, round robin across them.
-func dialUpstream(addrs string) (*grpc.ClientConn, error) {
+// address, round robin across them, with TLS when o asks for it.
+func dialUpstream(o *options) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if o.upstreamTLS {
+		tc, err := serve.ClientTLS("-upstream-tls", o.upstreamCA, o.upstreamCert, o.upstreamKey, o.upstreamServerName)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
 	r := manual.NewBuilderWithScheme("sluice-upstream")
 	var state resolver.State
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
-		}
+	for _, a := range flagenv.List(o.upstream) {
+		// The address is also the TLS server name unless one is given.
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: hostOf(a)})
 	}
 	r.InitialState(state)
 	return grpc.NewClient(r.Scheme()+":///upstream",
 		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// Values that are not UTF-8 are forwarded as Envoy sent them.
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
@@ -140,6 +170,14 @@ func dialUpstream(addrs string) (*grpc.ClientConn, error) {
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
 		}, MinConnectTimeout: time.Second}),
 	)
+}
+
+// hostOf is the host of a host:port address.
+func hostOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -157,7 +195,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	conn, err := dialUpstream(o.upstream)
+	conn, err := dialUpstream(o)
 	if err != nil {
 		return fmt.Errorf("-upstream: %w", err)
 	}
@@ -207,8 +245,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		log.Warn("config changes will not be watched", "error", err.Error())
 	}
+	var gopts []grpc.ServerOption
+	if o.tlsCert != "" {
+		tc, err := serve.ServerTLS("-grpc-tls", o.tlsCert, o.tlsKey, o.tlsClientCA)
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
+	}
 	err = serve.Run(ctx, serve.Options{
-		Log: log, GRPC: serve.NewGRPC(svc), Admin: mux, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
+		Log: log, GRPC: serve.NewGRPC(svc, gopts...), Admin: mux, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
 		Listening: func(g, h net.Addr) {
 			log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
 				"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())

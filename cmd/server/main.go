@@ -65,6 +65,7 @@ type options struct {
 	tlsCert       string
 	tlsKey        string
 	tlsClientCA   string
+	recordClients string
 	logLevel      string
 	logFormat     string
 	grace         time.Duration
@@ -100,6 +101,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS (with -grpc-tls-key)")
 	fs.StringVar(&o.tlsKey, "grpc-tls-key", "", "PEM private key for gRPC TLS")
 	fs.StringVar(&o.tlsClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates (mTLS)")
+	fs.StringVar(&o.recordClients, "record-clients", "", "with -grpc-tls-client-ca: the only callers allowed to record hits a sidecar admitted, by a name in their client certificate (DNS or URI SAN, or common name), comma-separated; empty allows any caller")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
@@ -135,6 +137,9 @@ func (o *options) validate() error {
 	}
 	if o.tlsClientCA != "" && o.tlsCert == "" {
 		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	}
+	if o.recordClients != "" && o.tlsClientCA == "" {
+		errs = append(errs, errors.New("-record-clients needs -grpc-tls-client-ca: callers are known by their client certificates"))
 	}
 	if o.storeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-store-timeout %v: must be positive", o.storeTimeout))

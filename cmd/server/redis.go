@@ -6,12 +6,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 
@@ -115,7 +115,7 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 		return redis.NewClient(opts), false, nil
 	case o.redisCluster != "":
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 splitAddrs(o.redisCluster),
+			Addrs:                 flagenv.List(o.redisCluster),
 			Username:              o.redisUser,
 			Password:              o.redisPassword,
 			TLSConfig:             tlsConf,
@@ -128,7 +128,7 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 	case o.sentinelAddrs != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            o.sentinelName,
-			SentinelAddrs:         splitAddrs(o.sentinelAddrs),
+			SentinelAddrs:         flagenv.List(o.sentinelAddrs),
 			Username:              o.redisUser,
 			Password:              o.redisPassword,
 			TLSConfig:             tlsConf,
@@ -140,14 +140,4 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 		}), false, nil
 	}
 	return nil, false, nil
-}
-
-func splitAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/reload"
@@ -89,9 +87,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	var recordAllowed func(context.Context) bool
+	if o.recordClients != "" {
+		recordAllowed = serve.PeerNamed(flagenv.List(o.recordClients))
+	}
 	svc, err := rls.New(rls.Options{
 		Config: cfg.Current, Decider: decider, Cache: flags, KeyPrefix: o.keyPrefix,
-		LegacyHeaders: o.legacy, Logger: log, Metrics: metrics,
+		LegacyHeaders: o.legacy, Logger: log, Metrics: metrics, RecordAllowed: recordAllowed,
 	})
 	if err != nil {
 		return err
@@ -99,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	var gopts []grpc.ServerOption
 	if o.tlsCert != "" {
-		tc, err := serverTLS(o)
+		tc, err := serve.ServerTLS("-grpc-tls", o.tlsCert, o.tlsKey, o.tlsClientCA)
 		if err != nil {
 			return err
 		}
@@ -135,25 +137,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return nil
-}
-
-func serverTLS(o *options) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-	if err != nil {
-		return nil, fmt.Errorf("gRPC TLS: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if o.tlsClientCA != "" {
-		pem, err := os.ReadFile(o.tlsClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("-grpc-tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-grpc-tls-client-ca %s: no PEM certificates", o.tlsClientCA)
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
 }

@@ -36,3 +36,15 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, getenv func(string) s
 	})
 	return err
 }
+
+// List splits a comma-separated flag value into its non-empty items,
+// trimmed of spaces.
+func List(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

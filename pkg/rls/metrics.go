@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, error.",
+			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, denied (a record marker from a caller -record-clients does not name), error.",
 		}, []string{"code"}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tier_decisions_total",

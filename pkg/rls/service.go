@@ -82,6 +82,10 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock for the flag cache. Default time.Now.
 	Now func() time.Time
+	// RecordAllowed, if set, says whether a caller may send the sidecar's
+	// record marker (SidecarRecord): one it refuses is answered
+	// PermissionDenied. Unset, every caller may (see SidecarRecord).
+	RecordAllowed func(ctx context.Context) bool
 }
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService.
@@ -118,6 +122,10 @@ func New(opts Options) (*Service, error) {
 // ShouldRateLimit answers one request from Envoy.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sidecar := sidecarMode(ctx)
+	if sidecar == SidecarRecord && s.opts.RecordAllowed != nil && !s.opts.RecordAllowed(ctx) {
+		s.count(nil, errRecordDenied, "")
+		return nil, grpcError(errRecordDenied)
+	}
 	// A sidecar builds its own reply from the statuses: it needs no
 	// headers or body.
 	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord, sidecar == "")
@@ -143,11 +151,12 @@ const (
 	// into debt, holding later requests back until it is repaid), and a
 	// status is OVER_LIMIT when its limit is used up.
 	//
-	// The marker is honoured from any caller that reaches the gRPC port
-	// (Envoy itself never sets it): keep that port reachable only by Envoy
-	// and sidecars, or require client certificates (-grpc-tls-client-ca).
-	// Costs stay bounded either way (MaxCost; a sliding log records at
-	// most its limit).
+	// Unless Options.RecordAllowed says otherwise (the server's
+	// -record-clients: callers whose client certificate names one of
+	// them), the marker is honoured from any caller that reaches the gRPC
+	// port (Envoy itself never sets it): keep that port reachable only by
+	// Envoy and sidecars. Either way what one call records is bounded: at
+	// most one capacity of debt per key (see algorithm.Decide).
 	SidecarRecord = "record"
 	// RetryAfterKey is the response header metadata answering a sidecar:
 	// per descriptor, the µs until a retry can succeed (0 when admitted or
@@ -190,8 +199,11 @@ func (s *Service) count(resp *rlsv3.RateLimitResponse, err error, tier string) {
 	switch {
 	case err != nil:
 		code = "error"
-		if isInvalid(err) {
+		switch {
+		case isInvalid(err):
 			code = "invalid"
+		case errors.Is(err, errRecordDenied):
+			code = "denied"
 		}
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		code = "over_limit"
@@ -224,11 +236,16 @@ func grpcError(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, errNoConfig):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, errRecordDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }
 
-var errNoConfig = errors.New("no descriptor config loaded")
+var (
+	errNoConfig     = errors.New("no descriptor config loaded")
+	errRecordDenied = errors.New("this caller may not record hits (" + SidecarKey + ": " + SidecarRecord + "): its client certificate names none of the server's -record-clients")
+)
 
 // decide answers req. With record, the request's hits were already
 // admitted by a sidecar: they are recorded in full (algorithm.Force),
