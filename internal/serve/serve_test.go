@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-type noop struct{ rlsv3.UnimplementedRateLimitServiceServer }
+type noop struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
 
 func (noop) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
