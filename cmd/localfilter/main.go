@@ -60,6 +60,7 @@ type options struct {
 	fraction, fallbackShare                        float64
 	flushInterval, upstreamTimeout, retry, grace   time.Duration
 	batchSize, cacheSize, maxPending, localKeys    int
+	maxPendingBytes                                int64
 	keyPrefix, logLevel, logFormat                 string
 	legacy, pprof                                  bool
 	// TLS of its own port, as the server's flags of the same names.
@@ -83,6 +84,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.flushInterval, "flush-interval", 10*time.Millisecond, "async: how often admitted hits are sent upstream")
 	fs.IntVar(&o.batchSize, "batch-size", 256, "async: send early once this many keys have pending hits")
 	fs.IntVar(&o.maxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded upstream (async, and either mode while the upstream is away); beyond, hits are dropped and counted")
+	fs.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
 	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
 	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
@@ -120,8 +122,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.fraction <= 0 || o.fraction > 1 || o.fallbackShare <= 0 || o.fallbackShare > 1 {
 		errs = append(errs, errors.New("-local-fraction and -fallback-share must be in (0, 1]"))
 	}
-	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
-		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending and -local-max-keys must be positive, -cache-size not negative"))
+	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.maxPendingBytes <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
+		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive, -cache-size not negative"))
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
@@ -207,7 +209,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	mode, _ := localtier.ParseMode(o.mode)
 	tier, err := localtier.New(localtier.Options{
 		Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
-		Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending,
+		Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending, MaxPendingBytes: o.maxPendingBytes,
 		MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
 	})
 	if err != nil {

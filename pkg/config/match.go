@@ -13,6 +13,7 @@ type Config struct {
 	trees   []*domainTree // sorted by domain: the order of Domains, Limits and JSON
 	names   []string
 	limits  []*Limit
+	byPath  map[string]*Limit
 	version string
 }
 
@@ -163,6 +164,19 @@ func glob(pattern, s string) bool {
 		s = s[i+len(piece):]
 	}
 	return true
+}
+
+// LimitAt returns domain's limit whose Path is path, or nil when there is
+// none: a limit found by the path another process matched it under (a
+// sidecar recording hits). It does not allocate.
+func (c *Config) LimitAt(domain, path string) *Limit {
+	if c == nil {
+		return nil
+	}
+	if l := c.byPath[path]; l != nil && l.Domain == domain {
+		return l
+	}
+	return nil
 }
 
 // Domains returns the configured domains, sorted.

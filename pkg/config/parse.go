@@ -93,6 +93,7 @@ func parse(files []sourceFile) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	c.version = version(files)
+	c.byPath = paths
 	return c, nil
 }
 

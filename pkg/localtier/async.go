@@ -11,9 +11,12 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -30,13 +33,14 @@ const (
 )
 
 // pending aggregates the hits admitted in async mode per key until a flush
-// sends them. It holds at most max keys; the hits of a key that finds no room
-// are dropped and counted.
+// sends them. It holds at most max keys and maxBytes bytes (as estimated by
+// pendingSize); the hits of a key that finds no room are dropped and
+// counted.
 type pending struct {
-	seed   maphash.Seed
-	max    int64
-	keys   atomic.Int64 // keys held, across shards
-	shards [pendingShards]pendingShard
+	seed          maphash.Seed
+	max, maxBytes int64
+	keys, bytes   atomic.Int64 // held, across shards
+	shards        [pendingShards]pendingShard
 }
 
 type pendingShard struct {
@@ -48,41 +52,67 @@ type pendingShard struct {
 }
 
 // hits are one key's admitted, unsent hits, with what the upstream needs to
-// find the key's limit: the domain and the request's descriptor (read only).
+// record them on the key's limit: the domain, the configured limit's path
+// (rls.LimitPathKey), the descriptor's entries with their values as they
+// are counted (rls.EntryValue: a long value by its digest, so a pending key
+// holds a few hundred bytes whatever the request carried) and any limit
+// override.
 type hits struct {
-	domain string
-	desc   *ratelimitv3.RateLimitDescriptor
-	n      uint64
+	domain, path string
+	entries      []config.Entry
+	override     *ratelimitv3.RateLimitDescriptor_RateLimitOverride
+	n            uint64
 	// first and last are when the first and the last of the n were
 	// admitted, and memory how long the key's limit remembers a hit (ns;
 	// see memory): what stale hits are worth when they are sent late.
 	first, last, memory int64
+	size                int64 // pendingSize, counted in pending.bytes
 }
 
-func newPending(max int) *pending {
-	p := &pending{seed: maphash.MakeSeed(), max: int64(max)}
+// pendingOverhead estimates a pending key's memory beyond its strings: its
+// map entry, the hits and the entries' headers.
+const pendingOverhead = 256
+
+func pendingSize(key string, h *hits) int64 {
+	n := int64(pendingOverhead + len(key) + len(h.domain) + len(h.path))
+	for _, e := range h.entries {
+		n += int64(len(e.Key) + len(e.Value) + 32)
+	}
+	if h.override != nil {
+		n += 64
+	}
+	return n
+}
+
+func newPending(max int, maxBytes int64) *pending {
+	p := &pending{seed: maphash.MakeSeed(), max: int64(max), maxBytes: maxBytes}
 	for i := range p.shards {
 		p.shards[i].hits = make(map[string]hits)
 	}
 	return p
 }
 
-// add adds h to key's pending hits and returns the keys now pending, or
-// reports false if key was new and its shard full.
-func (p *pending) add(key string, h hits) (int64, bool) {
+// add adds n hits admitted between first and last to key's pending hits
+// and returns the keys now pending, or reports false if the key was new
+// and found no room. A new key's hits are built by describe, only then.
+func (p *pending) add(key string, n uint64, first, last int64, describe func() hits) (int64, bool) {
 	s := &p.shards[maphash.String(p.seed, key)%pendingShards]
 	s.mu.Lock()
 	cur, ok := s.hits[key]
 	if !ok {
-		if p.keys.Add(1) > p.max { // a room in the total, taken or given back
+		cur = describe()
+		cur.n, cur.first, cur.last = 0, first, last
+		cur.size = pendingSize(key, &cur)
+		// Room in the totals, taken or given back.
+		if p.keys.Add(1) > p.max || p.bytes.Add(cur.size) > p.maxBytes {
 			p.keys.Add(-1)
+			p.bytes.Add(-cur.size)
 			s.mu.Unlock()
 			return 0, false
 		}
-		cur = hits{domain: h.domain, desc: h.desc, first: h.first, memory: h.memory}
 	}
-	cur.n += h.n
-	cur.first, cur.last = min(cur.first, h.first), max(cur.last, h.last)
+	cur.n += n
+	cur.first, cur.last = min(cur.first, first), max(cur.last, last)
 	s.hits[key] = cur
 	s.mu.Unlock()
 	return p.keys.Load(), true
@@ -99,10 +129,13 @@ func (p *pending) drain(dst []entry) []entry {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
+		var size int64
 		for k, h := range s.hits {
 			dst = append(dst, entry{key: k, hits: h})
+			size += h.size
 		}
 		p.keys.Add(-int64(len(s.hits)))
+		p.bytes.Add(-size)
 		clear(s.hits)
 		s.mu.Unlock()
 	}
@@ -118,8 +151,15 @@ func (t *Tier) record(b *rls.Batch, now time.Time) {
 		if it.Cost <= 0 {
 			continue
 		}
-		t.pend(it.Key, hits{domain: b.Domain, desc: b.Descriptors[i], n: uint64(it.Cost),
-			first: at, last: at, memory: memory(it.Params).Nanoseconds()})
+		t.pend(it.Key, uint64(it.Cost), at, at, func() hits {
+			desc := b.Descriptors[i]
+			h := hits{domain: b.Domain, path: b.Paths[i], override: desc.GetLimit(), memory: memory(it.Params).Nanoseconds()}
+			h.entries = make([]config.Entry, len(desc.GetEntries()))
+			for j, e := range desc.GetEntries() {
+				h.entries[j] = config.Entry{Key: e.GetKey(), Value: rls.EntryValue(e.GetValue())}
+			}
+			return h
+		})
 	}
 }
 
@@ -156,13 +196,14 @@ func (t *Tier) worth(h hits, now time.Time) uint64 {
 	return uint64(math.Ceil(float64(h.n) * kept))
 }
 
-func (t *Tier) pend(key string, h hits) {
-	n, ok := t.pending.add(key, h)
+// pend adds n hits to key's pending ones; describe builds a new key's.
+func (t *Tier) pend(key string, n uint64, first, last int64, describe func() hits) {
+	keys, ok := t.pending.add(key, n, first, last, describe)
 	if !ok {
-		t.m.dropped.Add(float64(h.n))
+		t.m.dropped.Add(float64(n))
 		return
 	}
-	if n >= int64(t.opts.BatchSize) {
+	if keys >= int64(t.opts.BatchSize) {
 		select {
 		case t.kick <- struct{}{}:
 		default:
@@ -226,10 +267,11 @@ func (t *Tier) flush(buf []entry) []entry {
 				return
 			}
 			switch err := t.send(c); {
-			case status.Code(err) == codes.InvalidArgument:
-				// The upstream refuses these hits outright (another config
-				// or version): sending them again would change nothing.
-				t.opts.Logger.Warn("upstream refused recorded hits", "error", err.Error())
+			case refused(err):
+				// The upstream answered and refuses these hits (another
+				// config or version, a message it will not take): sending
+				// them again would change nothing, and it is not away.
+				t.opts.Logger.Warn("upstream refused recorded hits", "error", err.Error(), "keys", len(c))
 				for _, e := range c {
 					t.m.dropped.Add(float64(e.n))
 				}
@@ -248,19 +290,37 @@ func (t *Tier) flush(buf []entry) []entry {
 	return buf
 }
 
+// refused reports whether err is the upstream's answer refusing one call
+// (a bad or oversized request, a feature it lacks), as opposed to the
+// upstream being unreachable, slow, failing or refusing this sidecar.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.OutOfRange, codes.FailedPrecondition, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+// maxCallBytes bounds the pending bytes (pendingSize) one flush call
+// carries, far under gRPC's default 4 MiB message limit.
+const maxCallBytes = 1 << 20
+
 // calls splits entries into upstream calls: one domain each, at most
-// maxPerCall keys.
+// maxPerCall keys and maxCallBytes.
 func calls(entries []entry) [][]entry {
 	var out [][]entry
+	var size []int64
 	open := map[string]int{} // domain → index in out of its call being filled
 	for _, e := range entries {
 		i, ok := open[e.domain]
-		if !ok || len(out[i]) == maxPerCall {
+		if !ok || len(out[i]) == maxPerCall || size[i]+e.size > maxCallBytes {
 			i = len(out)
 			open[e.domain] = i
 			out = append(out, make([]entry, 0, min(maxPerCall, len(entries))))
+			size = append(size, 0)
 		}
 		out[i] = append(out[i], e)
+		size[i] += e.size
 	}
 	return out
 }
@@ -269,7 +329,7 @@ func calls(entries []entry) [][]entry {
 // used up until it says they admit again.
 func (t *Tier) send(c []entry) error {
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
-	costs := make([]uint64, 0, len(c))
+	paths := make([]string, 0, len(c))
 	keys := make([]string, 0, len(c))
 	now := t.opts.Now()
 	for _, e := range c {
@@ -282,21 +342,32 @@ func (t *Tier) send(c []entry) error {
 			n = rls.MaxCost
 		}
 		if n > 0 {
-			descs, costs, keys = append(descs, e.desc), append(costs, n), append(keys, e.key)
+			d := &ratelimitv3.RateLimitDescriptor{Limit: e.override, HitsAddend: wrapperspb.UInt64(n)}
+			d.Entries = make([]*ratelimitv3.RateLimitDescriptor_Entry, len(e.entries))
+			for j, en := range e.entries {
+				d.Entries[j] = &ratelimitv3.RateLimitDescriptor_Entry{Key: en.Key, Value: en.Value}
+			}
+			descs, paths, keys = append(descs, d), append(paths, e.path), append(keys, e.key)
 		}
 	}
 	if len(descs) == 0 {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	resp, md, err := t.call(context.Background(), request(c[0].domain, descs, costs), rls.SidecarRecord)
+	md := make([]string, 0, 2+2*len(paths))
+	md = append(md, rls.SidecarKey, rls.SidecarRecord)
+	for _, p := range paths {
+		md = append(md, rls.LimitPathKey, p)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
+	resp, rmd, err := t.call(ctx, &rlsv3.RateLimitRequest{Domain: c[0].domain, Descriptors: descs}, rls.SidecarRecord)
 	if err != nil {
 		return err
 	}
 	if t.opts.Cache == nil {
 		return nil
 	}
-	retries := parseRetries(md)
+	retries := parseRetries(rmd)
 	now = t.opts.Now()
 	for i, st := range resp.GetStatuses() {
 		if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -330,6 +401,6 @@ const probeDomain = "sluice-probe"
 // requeue puts a failed call's hits back, within MaxPending.
 func (t *Tier) requeue(c []entry) {
 	for _, e := range c {
-		t.pend(e.key, e.hits)
+		t.pend(e.key, e.n, e.first, e.last, func() hits { return e.hits })
 	}
 }

@@ -16,9 +16,13 @@
 //     hits are sent to the upstream aggregated per key, every FlushInterval
 //     or as soon as BatchSize keys are pending, marked as already admitted
 //     (rls.SidecarRecord) so that the upstream records every one of them even
-//     past the limit: the global state goes into debt and holds everyone
-//     back until it is repaid. The answers flag used-up keys in the cache
-//     until the upstream says they admit again.
+//     past the limit: the global state goes into debt (up to one more
+//     capacity of the limit: algorithm.Decide) and holds everyone back until
+//     it is repaid. Each key is sent with the path of the configured limit
+//     it matched here (rls.LimitPathKey) and its values as they are counted
+//     (rls.EntryValue, long ones by digest), so a pending key costs a few
+//     hundred bytes whatever the request carried. The answers flag used-up
+//     keys in the cache until the upstream says they admit again.
 //
 // # Async overshoot
 //
@@ -52,7 +56,8 @@
 // globally), marks those answers degraded (never cached as flags), and
 // probes the upstream again every RetryInterval, one call at a time. In
 // either mode the hits admitted meanwhile stay pending, within MaxPending
-// keys (hits of further keys are dropped and counted), and are recorded
+// keys and MaxPendingBytes (hits of further keys are dropped and counted),
+// and are recorded
 // when the upstream returns, so the global state learns of them; except
 // those held past the time their limit remembers a hit, which would put the
 // key into a debt nobody ran up (see worth). A sync
@@ -136,6 +141,10 @@ type Options struct {
 	BatchSize     int
 	// MaxPending bounds the keys with unsent hits. Default 100,000.
 	MaxPending int
+	// MaxPendingBytes bounds their memory (an estimate; a key holds its
+	// descriptor's entries, long values by digest: a few hundred bytes).
+	// Default 64 MiB.
+	MaxPendingBytes int64
 	// MaxKeys bounds the local buckets. Default 1<<20.
 	MaxKeys int
 	// Cache is the flag cache the rls.Service in front uses; async answers
@@ -195,6 +204,9 @@ func New(opts Options) (*Tier, error) {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 100_000
 	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = 64 << 20
+	}
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = 1 << 20
 	}
@@ -209,7 +221,7 @@ func New(opts Options) (*Tier, error) {
 		return nil, err
 	}
 	t := &Tier{
-		opts: opts, local: local, pending: newPending(opts.MaxPending),
+		opts: opts, local: local, pending: newPending(opts.MaxPending, opts.MaxPendingBytes),
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}

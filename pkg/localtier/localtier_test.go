@@ -3,6 +3,7 @@ package localtier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -66,11 +67,17 @@ func mustConfig(t *testing.T) *config.Config {
 
 func upstream(t *testing.T) *countingUpstream {
 	t.Helper()
-	cfg := mustConfig(t)
 	m, err := global.NewMemory(global.MemoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveUpstream(t, mustConfig(t), m)
+}
+
+// serveUpstream serves an rls.Service on cfg and store m over loopback
+// gRPC, as cmd/server does (with gRPC's default 4 MB message limit).
+func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *countingUpstream {
+	t.Helper()
 	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: rls.Direct{Store: m}})
 	if err != nil {
 		t.Fatal(err)
@@ -474,24 +481,132 @@ func TestAsyncProbesWithNothingPending(t *testing.T) {
 	}
 }
 
-// refusing is an upstream that refuses every request as invalid.
-type refusing struct{ calls atomic.Int64 }
+// refusing is an upstream that answers every request with one error code.
+type refusing struct {
+	code  codes.Code
+	calls atomic.Int64
+}
 
 func (u *refusing) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest, ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
 	u.calls.Add(1)
-	return nil, status.Error(codes.InvalidArgument, "unknown domain")
+	return nil, status.Error(u.code, "refused")
 }
 
-// TestAsyncRefusedHitsDropped: hits the upstream refuses as invalid are
-// dropped and counted, not sent again and again, and the upstream is not
-// taken for away.
+// TestAsyncRefusedHitsDropped: hits the upstream refuses (invalid, too
+// large...) are dropped and counted, not sent again and again, and the
+// upstream is not taken for away; an upstream that is away or refuses
+// this sidecar is.
 func TestAsyncRefusedHitsDropped(t *testing.T) {
-	up := &refusing{}
-	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour})
-	admit(t, s, 3, req("bucket", "b"))
+	for code, refusal := range map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.ResourceExhausted: true, codes.FailedPrecondition: true, codes.Unimplemented: true,
+		codes.Unavailable: false, codes.DeadlineExceeded: false, codes.Internal: false, codes.PermissionDenied: false,
+	} {
+		t.Run(code.String(), func(t *testing.T) {
+			up := &refusing{code: code}
+			s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour})
+			admit(t, s, 3, req("bucket", "b"))
+			tier.flush(nil)
+			tier.flush(nil)
+			dropped := testutil.ToFloat64(tier.m.dropped)
+			if refusal && (up.calls.Load() != 1 || !tier.Healthy() || dropped != 3) {
+				t.Errorf("after two flushes: %d calls, healthy %v, %v dropped; want 1 call, healthy, 3 dropped", up.calls.Load(), tier.Healthy(), dropped)
+			}
+			if !refusal && (tier.Healthy() || dropped != 0 || tier.pending.keys.Load() != 1) {
+				t.Errorf("after a failed flush: healthy %v, %v dropped, %d keys pending; want away, hits kept", tier.Healthy(), dropped, tier.pending.keys.Load())
+			}
+		})
+	}
+}
+
+// TestPendingBoundedInBytes: with the upstream away, hits of requests
+// carrying huge values are held by digest, a few hundred bytes a key, and
+// within MaxPendingBytes (the finding: 1,500 requests with 256 KB values
+// held 425 MB).
+func TestPendingBoundedInBytes(t *testing.T) {
+	up := upstream(t)
+	up.fail.Store(true)
+	clock := newClock()
+	const budget = 256 << 10
+	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, MaxPendingBytes: budget, Now: clock.Now})
+	admit(t, s, 1, req("bucket", "first"))
+	tier.flush(nil) // fails: the upstream is away
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	pad := strings.Repeat("v", 256<<10)
+	for i := range 1500 {
+		admit(t, s, 1, req("bucket", fmt.Sprint(i, pad)))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if b := tier.pending.bytes.Load(); b > budget {
+		t.Errorf("%d bytes pending; want at most %d", b, budget)
+	}
+	if keys := tier.pending.keys.Load(); keys < 500 {
+		t.Errorf("%d keys pending within %d bytes; want a digest's few hundred bytes a key", keys, budget)
+	}
+	if testutil.ToFloat64(tier.m.dropped) == 0 {
+		t.Error("no hits dropped past MaxPendingBytes")
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Errorf("heap grew %d MB holding pending hits", grew>>20)
+	}
+}
+
+const scannerLimits = `domain: edge
+descriptors:
+  - key: agent
+    value: "*sqlmap*"
+    rate_limit: {unit: hour, requests_per_unit: 2, name: scanners, algorithm: fixed_window}
+  - key: agent
+    rate_limit: {unit: hour, requests_per_unit: 100, name: per-agent, algorithm: fixed_window}
+  - key: plan
+    value: free
+    rate_limit: {unit: hour, requests_per_unit: 5, name: free-plan, algorithm: fixed_window}
+  - key: plan
+    value: vip
+    rate_limit: {unit: hour, requests_per_unit: 50, name: vip-plan, algorithm: fixed_window, replaces: [{name: free-plan}]}
+`
+
+// TestRecordedOnTheLimitMatched: a flush of many keys with 100 KB values
+// fits one message and is recorded on the limits the sidecar matched, a
+// wildcard one included (the values go by digest, which a wildcard cannot
+// match again), and hits of requests decided apart are recorded apart,
+// however limits replace one another (the finding: such a flush exceeded
+// the server's 4 MB message limit and was taken for an outage).
+func TestRecordedOnTheLimitMatched(t *testing.T) {
+	cfg, err := config.Parse(map[string][]byte{"l.yaml": []byte(scannerLimits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := global.NewMemory(global.MemoryOptions{})
+	up := serveUpstream(t, cfg, m)
+	flags, _ := cache.New(1000)
+	tier, err := New(Options{Upstream: up, Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, Timeout: 5 * time.Second, Cache: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tier.Close() })
+	s, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("A", 100<<10)
+	for i := range 64 {
+		admit(t, s, 1, req("agent", fmt.Sprint(i, " sqlmap/1.7 ", pad)))
+	}
+	admit(t, s, 1, req("plan", "free"))
+	admit(t, s, 1, req("plan", "vip"))
 	tier.flush(nil)
-	tier.flush(nil)
-	if n := up.calls.Load(); n != 1 || !tier.Healthy() || testutil.ToFloat64(tier.m.dropped) != 3 {
-		t.Errorf("after two flushes: %d calls, healthy %v, %v dropped; want 1 call, healthy, 3 dropped", n, tier.Healthy(), testutil.ToFloat64(tier.m.dropped))
+	if !tier.Healthy() || testutil.ToFloat64(tier.m.dropped) != 0 {
+		t.Fatalf("after the flush: healthy %v, %v dropped; want every hit recorded", tier.Healthy(), testutil.ToFloat64(tier.m.dropped))
+	}
+	for _, c := range []struct {
+		kv   []string
+		left uint32
+	}{{[]string{"agent", "7 sqlmap/1.7 " + pad}, 1}, {[]string{"plan", "free"}, 4}, {[]string{"plan", "vip"}, 49}} {
+		if got := remaining(t, up, c.kv...); got != c.left {
+			t.Errorf("%s upstream: %d left; want %d", c.kv[0], got, c.left)
+		}
 	}
 }

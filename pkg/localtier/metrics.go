@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
-			Help: "Admitted hits never recorded upstream: the pending buffer was full, the upstream refused them (InvalidArgument), one key's aggregate passed the most a descriptor may carry, or the upstream was away at shutdown.",
+			Help: "Admitted hits never recorded upstream: the pending buffer was full (-max-pending keys or -max-pending-bytes), the upstream refused them (InvalidArgument, ResourceExhausted, FailedPrecondition, OutOfRange, Unimplemented), one key's aggregate passed the most a descriptor may carry, or the upstream was away at shutdown.",
 		}),
 	}
 	m.upstreamUp.Set(1)

@@ -66,7 +66,9 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
+	if kind != rls.SidecarRecord { // a record call's metadata is send's
+		ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
+	}
 	var md metadata.MD
 	resp, err := t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(&md))
 	if err == nil && len(resp.GetStatuses()) != len(req.GetDescriptors()) {

@@ -35,7 +35,7 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, "bad RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		d, resp, err := s.decide(r.Context(), &req, false, true)
+		d, resp, err := s.decide(r.Context(), &req, false, nil, true)
 		s.count(resp, err, d.tier)
 		if err != nil {
 			var bad *invalid

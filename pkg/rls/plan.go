@@ -38,6 +38,7 @@ type decision struct {
 
 	// The slices' backing arrays for a small request.
 	small struct {
+		paths       [smallRequest]string
 		matched     [smallRequest]*config.Limit
 		itemOf      [smallRequest]int
 		items       [smallRequest]global.Item
@@ -49,7 +50,10 @@ type decision struct {
 }
 
 // plan matches each descriptor and builds the batch of items to decide.
-func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decision {
+// With paths (a sidecar's recorded hits: one per descriptor, see
+// LimitPathKey), each descriptor's limit is the one its path names, and no
+// limit replaces another.
+func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []string) *decision {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	d := &decision{cfg: cfg, batch: Batch{Domain: domain}}
@@ -58,20 +62,31 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 		matched, d.itemOf = d.small.matched[:n], d.small.itemOf[:n]
 		d.batch.Items, d.batch.Limits = d.small.items[:0], d.small.limits[:0]
 		d.batch.Descriptors, d.overridden = d.small.descriptors[:0], d.small.overridden[:0]
+		d.batch.Paths = d.small.paths[:0]
 	} else {
 		matched, d.itemOf = make([]*config.Limit, n), make([]int, n)
 	}
-	var overrides uint64 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
+	var basePaths [MaxDescriptors]string // the configured limit each descriptor matched
+	var overrides uint64                 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
 	entries := make([]config.Entry, 0, MaxEntries)
 	for i, desc := range ds {
-		entries = entries[:0]
-		for _, e := range desc.GetEntries() {
-			// Matched on the value as sent, however long or whatever its
-			// bytes, so padding cannot move it off a rule; counted by
-			// EntryValue (appendKey).
-			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		var l *config.Limit
+		if paths != nil {
+			l = cfg.LimitAt(domain, paths[i])
 		}
-		l := cfg.Match(domain, entries)
+		if l == nil && (paths == nil || paths[i] != "") {
+			entries = entries[:0]
+			for _, e := range desc.GetEntries() {
+				// Matched on the value as sent, however long or whatever its
+				// bytes, so padding cannot move it off a rule; counted by
+				// EntryValue (appendKey).
+				entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			}
+			l = cfg.Match(domain, entries)
+		}
+		if l != nil {
+			basePaths[i] = l.Path
+		}
 		if o := desc.GetLimit(); o != nil && cfg.HasDomain(domain) {
 			l = withOverride(domain, l, o)
 			overrides |= 1 << i
@@ -80,7 +95,9 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 			matched[i] = l
 		}
 	}
-	dropReplaced(matched)
+	if paths == nil {
+		dropReplaced(matched)
+	}
 
 	reqCost := int64(req.GetHitsAddend())
 	if reqCost == 0 {
@@ -108,6 +125,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 			d.batch.Items = append(d.batch.Items, global.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
 			d.batch.Limits = append(d.batch.Limits, l)
 			d.batch.Descriptors = append(d.batch.Descriptors, desc)
+			d.batch.Paths = append(d.batch.Paths, basePaths[i])
 			d.overridden = append(d.overridden, overrides&(1<<i) != 0)
 		}
 		if pass == 0 {
@@ -136,6 +154,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest) *decisio
 		Items:       d.batch.Items[:n],
 		Limits:      d.batch.Limits[:n],
 		Descriptors: d.batch.Descriptors[:n],
+		Paths:       d.batch.Paths[:n],
 		Results:     d.batch.Results[:n],
 	}
 	return d

@@ -38,7 +38,11 @@ type Batch struct {
 	// descriptor behind each item (a sidecar forwards the descriptors).
 	Limits      []*config.Limit
 	Descriptors []*ratelimitv3.RateLimitDescriptor
-	Results     []global.Result
+	// Paths are, per item, the path of the configured limit its
+	// descriptor matched before any override ("" for none): what a sidecar
+	// sends with recorded hits (LimitPathKey).
+	Paths   []string
+	Results []global.Result
 	// Degraded is set by a Decider that decided without its store (by a
 	// failure mode); such answers are not remembered in the flag cache.
 	Degraded bool
@@ -126,9 +130,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.count(nil, errRecordDenied, "")
 		return nil, grpcError(errRecordDenied)
 	}
+	var paths []string
+	if sidecar == SidecarRecord {
+		paths = metadata.ValueFromIncomingContext(ctx, LimitPathKey)
+	}
 	// A sidecar builds its own reply from the statuses: it needs no
 	// headers or body.
-	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord, sidecar == "")
+	d, resp, err := s.decide(ctx, req, sidecar == SidecarRecord, paths, sidecar == "")
 	s.count(resp, err, d.tier)
 	if err != nil {
 		return nil, grpcError(err)
@@ -158,6 +166,15 @@ const (
 	// Envoy and sidecars. Either way what one call records is bounded: at
 	// most one capacity of debt per key (see algorithm.Decide).
 	SidecarRecord = "record"
+	// LimitPathKey is request metadata a sidecar sends with recorded hits:
+	// per descriptor, in order, the path of the configured limit it matched
+	// ("" for none). The hits are recorded on that limit rather than on
+	// what the descriptor would match here, since a sidecar sends each
+	// value as it is counted (EntryValue: long values by digest), on which
+	// a wildcard rule could not be matched again; and requests that were
+	// decided apart are recorded apart, never replacing one another. A
+	// path this server does not know is matched as usual.
+	LimitPathKey = "x-sluice-limit-path-bin"
 	// RetryAfterKey is the response header metadata answering a sidecar:
 	// per descriptor, the µs until a retry can succeed (0 when admitted or
 	// unlimited), comma-separated, so its flag cache can hold each key for
@@ -248,10 +265,11 @@ var (
 )
 
 // decide answers req. With record, the request's hits were already
-// admitted by a sidecar: they are recorded in full (algorithm.Force),
-// past the flag cache. forClient asks for the reply's current limits,
-// headers and body.
-func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record, forClient bool) (*decision, *rlsv3.RateLimitResponse, error) {
+// admitted by a sidecar: they are recorded in full (algorithm.Force, within
+// its debt cap), past the flag cache, on the limits paths name when it
+// names one per descriptor (LimitPathKey). forClient asks for the reply's
+// current limits, headers and body.
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, record bool, paths []string, forClient bool) (*decision, *rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
 		return &decision{}, nil, err
 	}
@@ -260,7 +278,10 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest, recor
 		return &decision{}, nil, errNoConfig
 	}
 	s.flagsFollow(cfg)
-	d := s.plan(cfg, req)
+	if len(paths) != len(req.GetDescriptors()) {
+		paths = nil
+	}
+	d := s.plan(cfg, req, paths)
 	if record {
 		for i := range d.batch.Items {
 			d.batch.Items[i].Mode = algorithm.Force
