@@ -2,32 +2,150 @@ package rls
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/wire"
 )
 
-// FuzzShouldRateLimit drives the request path with random domains,
-// entries, hits and overrides: it must never panic, and every answer is
-// either InvalidArgument or a response with one status per descriptor and
-// an overall code of OK or OVER_LIMIT.
-func FuzzShouldRateLimit(f *testing.F) {
-	f.Add("edge", "remote_address", "1.2.3.4", "", "", uint32(1), uint64(0), false, uint32(0), int32(0), uint8(1))
-	f.Add("edge", "tenant", "acme", "path", "/reports/x", uint32(0), uint64(3), true, uint32(0), int32(0), uint8(2))
-	f.Add("edge", "api_key", "k", "", "", uint32(7), uint64(0), false, uint32(5), int32(2), uint8(3))
-	f.Add("", "", "", "", "", uint32(0), uint64(0), false, uint32(0), int32(9), uint8(0))
-	f.Add("edge", "banned", "x", "plan", "vip", uint32(1<<31), uint64(1<<40), true, uint32(1), int32(6), uint8(70))
-	f.Add("edge", "plan", "free", "window", "w", uint32(2), uint64(0), true, uint32(0), int32(0), uint8(5))
+// fuzzConfig has every algorithm, the largest sliding log a file may have,
+// wildcards, nesting, shadow mode, a block, replaces and detailed metrics.
+const fuzzConfig = testConfig + `  - key: log
+    rate_limit: {unit: hour, requests_per_unit: 10000, algorithm: sliding_log}
+  - key: gcra
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 3, burst: 9, algorithm: gcra}
+  - key: agent
+    value: "*sqlmap*"
+    rate_limit: {unit: minute, requests_per_unit: 0, name: scanners}
+  - key: agent
+    rate_limit: {unit: year, unit_multiplier: 100, requests_per_unit: 4294967295, algorithm: sliding_window}
+`
 
-	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(testConfig)})
+// fuzzInput is one request the fuzzers build: entries whose bytes may be
+// anything (Envoy forwards header bytes unchecked), costs and overrides at
+// every extreme, and the sidecar's record marker.
+type fuzzInput struct {
+	domain, k1, v1, k2, v2 string
+	hits                   uint32
+	dhits                  uint64
+	setHits                bool
+	rpu                    uint32
+	unit                   int32
+	mult                   uint32
+	record                 bool
+	n                      uint8
+}
+
+func addSeeds(f *testing.F) {
+	long := strings.Repeat("x", 2000)
+	for _, in := range []fuzzInput{
+		{"edge", "remote_address", "1.2.3.4", "", "", 1, 0, false, 0, 0, 0, false, 1},
+		{"edge", "tenant", "acme", "path", "/reports/x", 0, 3, true, 0, 0, 0, false, 2},
+		{"edge", "api_key", "k\xff", "", "", 7, 0, false, 5, 2, 0, false, 3},
+		{"", "", "", "", "", 0, 0, false, 0, 9, 0, false, 0},
+		{"edge", "banned", "x", "plan", "vip", 1 << 31, 1 << 40, true, 1, 6, 1 << 31, true, 70},
+		{"edge", "log", "a", "", "", 0, 1<<32 - 1, true, 1<<32 - 1, 2, 0, false, 64},
+		{"edge", "log", "b", "", "", 0, 10000, true, 0, 0, 0, true, 64},
+		{"edge", "agent", "sqlmap" + long, "", "", 1, 0, false, 0, 0, 0, false, 3},
+		{"edge", "gcra", long + "\xc3", "", "", 1, 1 << 32, true, 0, 0, 0, true, 4},
+		{"edge", "window", "w", "", "", 1, 0, false, 5, 6, 293, false, 1},
+		{"edge", "agent", "z", "", "", 0, 0, false, 7, 6, 100, true, 2},
+	} {
+		f.Add(in.domain, in.k1, in.v1, in.k2, in.v2, in.hits, in.dhits, in.setHits, in.rpu, in.unit, in.mult, in.record, in.n)
+	}
+}
+
+// request builds the request, then sends it through the codec as Envoy's
+// bytes reach the server.
+func (in fuzzInput) request(t *testing.T) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: in.domain, HitsAddend: in.hits}
+	for i := 0; i < int(in.n%80); i++ {
+		dsc := &ratelimitv3.RateLimitDescriptor{}
+		if i%3 != 2 {
+			dsc.Entries = append(dsc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: in.k1, Value: in.v1})
+		}
+		if i%2 == 1 {
+			dsc.Entries = append(dsc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: in.k2, Value: in.v2 + string(rune('a'+i%7))})
+		}
+		if in.setHits && i%2 == 0 {
+			dsc.HitsAddend = wrapperspb.UInt64(in.dhits)
+		}
+		if in.unit != 0 && i%4 == 1 {
+			dsc.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: in.rpu, Unit: typev3.RateLimitUnit(in.unit)}
+			if in.mult != 0 {
+				dsc.Limit.UnitMultiplier = wrapperspb.UInt32(in.mult)
+			}
+		}
+		req.Descriptors = append(req.Descriptors, dsc)
+	}
+	b, err := wire.Marshal(req)
+	if err != nil {
+		t.Fatalf("encoding the request: %v", err)
+	}
+	var got rlsv3.RateLimitRequest
+	if err := wire.Unmarshal(b, &got); err != nil {
+		t.Fatalf("the server's codec refused Envoy's bytes: %v", err)
+	}
+	return &got
+}
+
+// check sends in to svc and holds the answer to the request path's rules:
+// InvalidArgument or an answer, within a second, with one status per
+// descriptor and an overall code Envoy accepts.
+func (in fuzzInput) check(t *testing.T, svc *Service) {
+	req := in.request(t)
+	ctx := context.Background()
+	if in.record {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(SidecarKey, SidecarRecord))
+	}
+	start := time.Now()
+	resp, err := svc.ShouldRateLimit(ctx, req)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a decision took %v", took)
+	}
+	if err != nil {
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("ShouldRateLimit = %v; want InvalidArgument or a response", err)
+		}
+		return
+	}
+	if len(resp.Statuses) != len(req.Descriptors) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
+	}
+	if c := resp.OverallCode; c != rlsv3.RateLimitResponse_OK && c != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("overall code %v", c)
+	}
+	if !in.record && (resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT) != (len(resp.RawBody) > 0) {
+		t.Fatalf("overall %v with a body of %d bytes", resp.OverallCode, len(resp.RawBody))
+	}
+	for _, st := range resp.Statuses {
+		if d := st.GetDurationUntilReset(); d != nil && (d.AsDuration() < 0 || d.AsDuration() > 2*config.MaxWindow+time.Hour) {
+			t.Fatalf("duration_until_reset %v", d.AsDuration())
+		}
+	}
+	if _, err := wire.Marshal(resp); err != nil {
+		t.Fatalf("the reply does not encode: %v", err)
+	}
+}
+
+// FuzzShouldRateLimit drives the request path on the in-memory store.
+func FuzzShouldRateLimit(f *testing.F) {
+	addSeeds(f)
+	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(fuzzConfig)})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -37,44 +155,49 @@ func FuzzShouldRateLimit(f *testing.F) {
 		f.Fatal(err)
 	}
 	flags, _ := cache.New(1000)
-	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags})
+	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, dhits uint64, setHits bool, rpu uint32, unit int32, n uint8) {
-		req := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: hits}
-		for i := 0; i < int(n%80); i++ {
-			dsc := &ratelimitv3.RateLimitDescriptor{}
-			if i%3 != 2 {
-				dsc.Entries = append(dsc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: k1, Value: v1})
-			}
-			if i%2 == 1 {
-				dsc.Entries = append(dsc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: k2, Value: v2})
-			}
-			if setHits && i%2 == 0 {
-				dsc.HitsAddend = wrapperspb.UInt64(dhits)
-			}
-			if rpu > 0 && i%4 == 1 {
-				dsc.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: typev3.RateLimitUnit(unit)}
-			}
-			req.Descriptors = append(req.Descriptors, dsc)
-		}
+	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, dhits uint64, setHits bool, rpu uint32, unit int32, mult uint32, record bool, n uint8) {
 		store.now.Add(int64(n) * 1000)
-		resp, err := svc.ShouldRateLimit(context.Background(), req)
-		if err != nil {
-			if status.Code(err) != codes.InvalidArgument {
-				t.Fatalf("ShouldRateLimit = %v; want InvalidArgument or a response", err)
-			}
-			return
-		}
-		if len(resp.Statuses) != len(req.Descriptors) {
-			t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
-		}
-		if c := resp.OverallCode; c != rlsv3.RateLimitResponse_OK && c != rlsv3.RateLimitResponse_OVER_LIMIT {
-			t.Fatalf("overall code %v", c)
-		}
-		if (resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT) != (len(resp.RawBody) > 0) {
-			t.Fatalf("overall %v with a body of %d bytes", resp.OverallCode, len(resp.RawBody))
+		fuzzInput{domain, k1, v1, k2, v2, hits, dhits, setHits, rpu, unit, mult, record, n}.check(t, svc)
+	})
+}
+
+// FuzzShouldRateLimitRedis drives the request path on a real redis-server,
+// which must never run a script for 50 ms or more (its SLOWLOG says).
+func FuzzShouldRateLimitRedis(f *testing.F) {
+	addSeeds(f)
+	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(fuzzConfig)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := redistest.Start(f)
+	client := srv.Client(f)
+	ctx := context.Background()
+	if err := client.ConfigSet(ctx, "slowlog-log-slower-than", "50000").Err(); err != nil {
+		f.Fatal(err)
+	}
+	client.SlowLogReset(ctx)
+	store, err := global.NewRedis(global.RedisOptions{Client: client, Timeout: 5 * time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { store.Close() })
+	d, err := NewStoreDecider(StoreOptions{Store: store, Timeout: 5 * time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	flags, _ := cache.New(1000)
+	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, dhits uint64, setHits bool, rpu uint32, unit int32, mult uint32, record bool, n uint8) {
+		fuzzInput{domain, k1, v1, k2, v2, hits, dhits, setHits, rpu, unit, mult, record, n}.check(t, svc)
+		if slow, err := client.SlowLogGet(ctx, 10).Result(); err != nil || len(slow) > 0 {
+			t.Fatalf("Redis SLOWLOG (≥ 50 ms): %v, %v", slow, err)
 		}
 	})
 }
