@@ -63,8 +63,7 @@ type options struct {
 	maxPendingBytes                                int64
 	keyPrefix, logLevel, logFormat                 string
 	legacy, pprof                                  bool
-	// TLS of its own port, as the server's flags of the same names.
-	tlsCert, tlsKey, tlsClientCA string
+	tls                                            serve.GRPCTLS // of its own port, as the server's
 	// TLS to the upstream.
 	upstreamTLS                                               bool
 	upstreamCA, upstreamCert, upstreamKey, upstreamServerName string
@@ -92,9 +91,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
-	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS on -grpc-addr (with -grpc-tls-key)")
-	fs.StringVar(&o.tlsKey, "grpc-tls-key", "", "PEM private key for gRPC TLS")
-	fs.StringVar(&o.tlsClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates on -grpc-addr (mTLS)")
+	o.tls.Register(fs)
 	fs.BoolVar(&o.upstreamTLS, "upstream-tls", false, "TLS to the upstream, verified against the system's roots or -upstream-tls-ca (implied by any -upstream-tls-* flag)")
 	fs.StringVar(&o.upstreamCA, "upstream-tls-ca", "", "PEM CAs that verify the upstream's certificate")
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
@@ -125,11 +122,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.maxPendingBytes <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
 		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive, -cache-size not negative"))
 	}
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
-	}
-	if o.tlsClientCA != "" && o.tlsCert == "" {
-		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	if err := o.tls.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
 		errs = append(errs, errors.New("-upstream-tls-cert and -upstream-tls-key go together"))
@@ -247,13 +241,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		log.Warn("config changes will not be watched", "error", err.Error())
 	}
-	var gopts []grpc.ServerOption
-	if o.tlsCert != "" {
-		tc, err := serve.ServerTLS("-grpc-tls", o.tlsCert, o.tlsKey, o.tlsClientCA)
-		if err != nil {
-			return err
-		}
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
+	gopts, err := o.tls.ServerOptions()
+	if err != nil {
+		return err
 	}
 	err = serve.Run(ctx, serve.Options{
 		Log: log, GRPC: serve.NewGRPC(svc, gopts...), Admin: mux, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,

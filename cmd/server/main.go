@@ -62,9 +62,7 @@ type options struct {
 	keyPrefix     string
 	legacy        bool
 	pprof         bool
-	tlsCert       string
-	tlsKey        string
-	tlsClientCA   string
+	tls           serve.GRPCTLS
 	recordClients string
 	logLevel      string
 	logFormat     string
@@ -98,9 +96,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
-	fs.StringVar(&o.tlsCert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS (with -grpc-tls-key)")
-	fs.StringVar(&o.tlsKey, "grpc-tls-key", "", "PEM private key for gRPC TLS")
-	fs.StringVar(&o.tlsClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates (mTLS)")
+	o.tls.Register(fs)
 	fs.StringVar(&o.recordClients, "record-clients", "", "with -grpc-tls-client-ca: the only callers allowed to record hits a sidecar admitted, by a name in their client certificate (DNS or URI SAN, or common name), comma-separated; empty allows any caller")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -132,13 +128,10 @@ func (o *options) validate() error {
 	if (o.sentinelAddrs == "") != (o.sentinelName == "") {
 		errs = append(errs, errors.New("-redis-sentinel-addrs and -redis-sentinel-master go together"))
 	}
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
+	if err := o.tls.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if o.tlsClientCA != "" && o.tlsCert == "" {
-		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
-	}
-	if o.recordClients != "" && o.tlsClientCA == "" {
+	if o.recordClients != "" && o.tls.ClientCA == "" {
 		errs = append(errs, errors.New("-record-clients needs -grpc-tls-client-ca: callers are known by their client certificates"))
 	}
 	if o.storeTimeout <= 0 {

@@ -9,8 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
@@ -99,13 +97,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	var gopts []grpc.ServerOption
-	if o.tlsCert != "" {
-		tc, err := serve.ServerTLS("-grpc-tls", o.tlsCert, o.tlsKey, o.tlsClientCA)
-		if err != nil {
-			return err
-		}
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
+	gopts, err := o.tls.ServerOptions()
+	if err != nil {
+		return err
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -4,18 +4,57 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 )
 
-// ServerTLS is the TLS of a gRPC listener: certFile and keyFile serve it;
+// GRPCTLS is the TLS of a daemon's gRPC listener, from the -grpc-tls-*
+// flags both daemons take. The zero value serves plaintext.
+type GRPCTLS struct{ Cert, Key, ClientCA string }
+
+// Register adds -grpc-tls-cert, -grpc-tls-key and -grpc-tls-client-ca to fs.
+func (g *GRPCTLS) Register(fs *flag.FlagSet) {
+	fs.StringVar(&g.Cert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS on -grpc-addr (with -grpc-tls-key)")
+	fs.StringVar(&g.Key, "grpc-tls-key", "", "PEM private key for gRPC TLS")
+	fs.StringVar(&g.ClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates on -grpc-addr (mTLS)")
+}
+
+// Validate reports flags given without the ones they need.
+func (g *GRPCTLS) Validate() error {
+	var errs []error
+	if (g.Cert == "") != (g.Key == "") {
+		errs = append(errs, errors.New("-grpc-tls-cert and -grpc-tls-key go together"))
+	}
+	if g.ClientCA != "" && g.Cert == "" {
+		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	}
+	return errors.Join(errs...)
+}
+
+// ServerOptions are the gRPC server options that serve g: none for
+// plaintext.
+func (g *GRPCTLS) ServerOptions() ([]grpc.ServerOption, error) {
+	if g.Cert == "" {
+		return nil, nil
+	}
+	tc, err := serverTLS("-grpc-tls", g.Cert, g.Key, g.ClientCA)
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}, nil
+}
+
+// serverTLS is the TLS of a gRPC listener: certFile and keyFile serve it;
 // with clientCAFile, clients must present a certificate those CAs signed
 // (mTLS). flag names the flags for errors ("-grpc-tls").
-func ServerTLS(flag, certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+func serverTLS(flag, certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s-cert, %s-key: %w", flag, flag, err)
