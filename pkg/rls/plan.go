@@ -39,6 +39,7 @@ type decision struct {
 	// The slices' backing arrays for a small request.
 	small struct {
 		paths       [smallRequest]string
+		basePaths   [smallRequest]string
 		matched     [smallRequest]*config.Limit
 		itemOf      [smallRequest]int
 		items       [smallRequest]global.Item
@@ -58,15 +59,15 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []
 	ds := req.GetDescriptors()
 	d := &decision{cfg: cfg, batch: Batch{Domain: domain}}
 	var matched []*config.Limit
+	var basePaths []string // per descriptor, the configured limit it matched
 	if n := len(ds); n <= smallRequest {
-		matched, d.itemOf = d.small.matched[:n], d.small.itemOf[:n]
+		matched, d.itemOf, basePaths = d.small.matched[:n], d.small.itemOf[:n], d.small.basePaths[:n]
 		d.batch.Items, d.batch.Limits = d.small.items[:0], d.small.limits[:0]
 		d.batch.Descriptors, d.overridden = d.small.descriptors[:0], d.small.overridden[:0]
 		d.batch.Paths = d.small.paths[:0]
 	} else {
-		matched, d.itemOf = make([]*config.Limit, n), make([]int, n)
+		matched, d.itemOf, basePaths = make([]*config.Limit, n), make([]int, n), make([]string, n)
 	}
-	var basePaths [MaxDescriptors]string // the configured limit each descriptor matched
 	var overrides uint64                 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
 	entries := make([]config.Entry, 0, MaxEntries)
 	for i, desc := range ds {
