@@ -290,12 +290,12 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 			return ctx.Err()
 		}
 		// No answer in time (the call's deadline is within the caller's, see
-		// call) or a failed call: the upstream is away.
+		// call) or a failed call: the upstream is away. Answer locally even
+		// if the caller's deadline has passed meanwhile (a busy machine): a
+		// caller that timed out admitted the request itself (Envoy fails
+		// open), so the local answer counts what passed either way.
 		t.failed(t.opts.Now(), err)
 		t.endProbe(probe)
-		if ctx.Err() != nil {
-			return ctx.Err() // too late to answer even locally
-		}
 		t.fallback(b, now)
 		return nil
 	}
