@@ -150,7 +150,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 	now := int64(1_780_000_003)*sec + rng.Int64N(sec)
 	fused, compared := 0, 0
 	for round := 0; round < 300; round++ {
-		var batch []*call
+		var batch []ref
 		var requests [][]Item
 		var want [][]Result
 		for range 1 + rng.IntN(10) {
@@ -168,11 +168,12 @@ func TestDifferentialFusedRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			requests, want = append(requests, items), append(want, w)
-			batch = append(batch, rs.decideCall(items, now))
+			batch = append(batch, newRef(rs.decideCall(items, now)))
 		}
 		rs.exec(batch)
 		fused++
-		for i, c := range batch {
+		for i, rc := range batch {
+			c := rc.c
 			if c.err != nil {
 				t.Fatalf("round %d request %d: %v", round, i, c.err)
 			}

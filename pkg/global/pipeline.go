@@ -2,45 +2,123 @@ package global
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// write is one writer: it sends whatever is queued as one pipeline.
-func (r *Redis) write() {
+// write is one writer: it sends whatever is queued as one pipeline, and
+// shows the watchdog what it has on the wire in fl.
+func (r *Redis) write(fl *inflight) {
 	defer r.writers.Done()
-	batch := make([]*call, 0, r.opts.MaxBatch)
+	batch := make([]ref, 0, r.opts.MaxBatch)
+	take := func(c *call) {
+		if !c.abandoned.Load() { // its requester gave up: spare Redis the work
+			batch = append(batch, ref{c, c.gen})
+		}
+	}
 	for {
+		batch = batch[:0]
 		select {
 		case <-r.stop:
 			return
 		case c := <-r.queue:
-			batch = append(batch[:0], c)
+			take(c)
 		}
 	drain:
 		for len(batch) < r.opts.MaxBatch {
 			select {
 			case c := <-r.queue:
-				batch = append(batch, c)
+				take(c)
 			default:
 				break drain
 			}
 		}
-		r.exec(batch)
-		for _, c := range batch {
-			c.done <- struct{}{}
+		if len(batch) == 0 {
+			continue
 		}
+		fl.mu.Lock()
+		fl.sentAt, fl.calls = time.Now().UnixNano(), batch
+		fl.mu.Unlock()
+		r.exec(batch)
+		fl.mu.Lock()
+		fl.sentAt, fl.calls = 0, nil
+		fl.mu.Unlock()
 	}
 }
 
+// watch is the watchdog: every Timeout/4 it looks for a pipeline overdue
+// past Timeout while Redis has answered nothing for as long, and when two
+// ticks in a row find one, fails the calls in flight and queued with
+// ErrStalled (their requesters decide without Redis; the writers wait on
+// the wire up to the hard timeout). A tick that comes late means this
+// process, not Redis, was slow (CPU saturation, a pause): it judges nothing
+// then, and replies that arrived meanwhile get their turn first.
+func (r *Redis) watch() {
+	defer r.writers.Done()
+	period := max(time.Millisecond, r.opts.Timeout/4)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	suspect := false
+	for {
+		var at time.Time
+		select {
+		case <-r.stop:
+			return
+		case at = <-tick.C:
+		}
+		now := time.Now()
+		if now.Sub(at) > period/2 || !r.overdue(now) {
+			suspect = false
+			continue
+		}
+		if !suspect {
+			suspect = true // judged on the next tick, if it is on time too
+			continue
+		}
+		for i := range r.inflight {
+			fl := &r.inflight[i]
+			fl.mu.Lock()
+			if fl.sentAt != 0 && now.UnixNano()-fl.sentAt > r.opts.Timeout.Nanoseconds() {
+				for _, c := range fl.calls {
+					c.c.answer(c.gen, nil, ErrStalled)
+				}
+			}
+			fl.mu.Unlock()
+		}
+		r.failQueued(ErrStalled)
+	}
+}
+
+// overdue reports whether a pipeline has been on the wire longer than
+// Timeout while Redis answered nothing for as long.
+func (r *Redis) overdue(now time.Time) bool {
+	timeout := r.opts.Timeout.Nanoseconds()
+	if now.UnixNano()-r.lastReply.Load() <= timeout {
+		return false
+	}
+	for i := range r.inflight {
+		fl := &r.inflight[i]
+		fl.mu.Lock()
+		late := fl.sentAt != 0 && now.UnixNano()-fl.sentAt > timeout
+		fl.mu.Unlock()
+		if late {
+			return true
+		}
+	}
+	return false
+}
+
 // fused is one script call of a pipeline: the decide calls of a batch
-// that share a slot (all of them on a single node) as one call, or one
-// other call as it is.
+// that share a slot (all of them on a single node, up to maxFusedItems
+// items) as one call, or one other call as it is.
 type fused struct {
 	script *redis.Script
 	decide bool
-	calls  []*call
+	calls  []ref
 	keys   []string
 	args   []any
 }
@@ -53,12 +131,15 @@ const maxFusedItems = 512
 
 // fuse groups batch into script calls: per slot, up to maxFusedItems items
 // each.
-func (r *Redis) fuse(batch []*call) []*fused {
+func (r *Redis) fuse(batch []ref) []*fused {
 	var out []*fused
 	bySlot := map[uint16]*fused{}
-	for _, c := range batch {
+	for _, rc := range batch {
+		c := rc.c
 		if c.script != r.decide {
-			out = append(out, &fused{script: c.script, calls: []*call{c}, keys: c.keys, args: c.args})
+			// Copies: the watchdog may answer c, and its requester reuse it,
+			// while this pipeline is still on the wire.
+			out = append(out, &fused{script: c.script, calls: []ref{rc}, keys: slices.Clone(c.keys), args: slices.Clone(c.args)})
 			continue
 		}
 		var s uint16
@@ -71,7 +152,7 @@ func (r *Redis) fuse(batch []*call) []*fused {
 			bySlot[s] = f
 			out = append(out, f)
 		}
-		f.calls = append(f.calls, c)
+		f.calls = append(f.calls, rc)
 		f.keys = append(f.keys, c.keys...)
 		f.args = append(f.args, c.args...)
 	}
@@ -85,9 +166,9 @@ func (r *Redis) fuse(batch []*call) []*fused {
 
 // exec sends batch as one pipeline of EVALSHA (decide calls fused, see
 // fuse), and those that found the script cache empty (NOSCRIPT) again as
-// EVAL.
-func (r *Redis) exec(batch []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+// EVAL, and answers every call.
+func (r *Redis) exec(batch []ref) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.hardTimeout())
 	defer cancel()
 	groups := r.fuse(batch)
 	cmds := make([]*redis.Cmd, len(groups))
@@ -98,6 +179,7 @@ func (r *Redis) exec(batch []*call) {
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var retry []int
 	for i, cmd := range cmds {
+		r.noteReply(cmd.Err())
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			retry = append(retry, i)
 			continue
@@ -113,7 +195,17 @@ func (r *Redis) exec(batch []*call) {
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
+		r.noteReply(cmds[i].Err())
 		groups[i].answer(decodeInts(cmds[i]))
+	}
+}
+
+// noteReply records that Redis answered, when err (a command's) says it
+// did: no error, or an error of Redis's own.
+func (r *Redis) noteReply(err error) {
+	var rerr redis.Error
+	if err == nil || errors.As(err, &rerr) {
+		r.lastReply.Store(time.Now().UnixNano())
 	}
 }
 
@@ -123,27 +215,36 @@ func (f *fused) answer(reply []int64, err error) {
 	if err == nil && f.decide {
 		pos := 0
 		for _, c := range f.calls {
-			n := 1 + 4*len(c.keys)
+			n := 1 + 4*len(c.c.keys)
 			if pos+n > len(reply) {
 				break
 			}
-			c.reply = reply[pos : pos+n : pos+n]
 			pos += n
 		}
 		if pos == len(reply) {
+			pos = 0
+			for _, c := range f.calls {
+				n := 1 + 4*len(c.c.keys)
+				c.c.answer(c.gen, reply[pos:pos+n:pos+n], nil)
+				pos += n
+			}
 			return
 		}
 		err = fmt.Errorf("redis store: decide replied %d values for %d requests", len(reply), len(f.calls))
 		reply = nil
 	}
 	for _, c := range f.calls {
-		c.reply, c.err = reply, err
+		c.c.answer(c.gen, reply, err)
 	}
 }
 
 // decodeInts checks that a script replied with an array of integers.
 func decodeInts(cmd *redis.Cmd) ([]int64, error) {
 	if err := cmd.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The hard timeout, not a caller's deadline.
+			return nil, ErrStalled
+		}
 		return nil, fmt.Errorf("redis store: %w", err)
 	}
 	vals, ok := cmd.Val().([]any)

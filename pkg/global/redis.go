@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +29,16 @@ type RedisOptions struct {
 	// Cluster says Client is a Redis Cluster, where one request's keys can
 	// live in different slots.
 	Cluster bool
-	// Timeout bounds one pipeline round trip. Default 10ms, under Envoy's
-	// default 20ms filter timeout.
+	// Timeout is how long Redis may leave a reply overdue: when a pipeline
+	// has waited longer, and Redis has answered nothing else meanwhile, and
+	// this process was keeping time (its watchdog ran on schedule), Redis
+	// is taken to have stopped answering and the calls in flight and queued
+	// fail with ErrStalled. Time spent waiting for a writer, or for this
+	// process to get to a reply that has arrived, does not count: a
+	// saturated process is slow, not a dead store. Default 10ms, under
+	// Envoy's default 20ms filter timeout. A pipeline is abandoned on the
+	// wire (its connection closed) only after HardTimeout, max(1s, 20 ×
+	// Timeout).
 	Timeout time.Duration
 	// Writers is the number of pipelines in flight at once, each on its
 	// own connection. Default 4.
@@ -69,19 +78,65 @@ type Redis struct {
 	stop    chan struct{}
 	writers sync.WaitGroup
 	calls   sync.Pool
+	// inflight is each writer's pipeline on the wire, for the watchdog.
+	inflight []inflight
+	// lastReply is when Redis last answered anything (UnixNano).
+	lastReply atomic.Int64
 }
+
+// ErrStalled says Redis stopped answering: a reply overdue past
+// RedisOptions.Timeout with nothing else answered meanwhile, or past the
+// hard timeout.
+var ErrStalled = errors.New("redis store: Redis stopped answering")
 
 // call is one script call waiting for a writer. A decide call (script
 // r.decide) carries one request, args being its part of the script's
 // arguments (now, item count, items); the writer fuses the decide calls of
 // a batch into one script call per slot.
+//
+// A call is answered once, by its writer or by the watchdog, whichever
+// claims it first; state holds its generation (bumped each time the pool
+// hands it out) and whether it was answered, so that neither can answer a
+// call that has since been reused.
 type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-	reply  []int64
-	err    error
-	done   chan struct{}
+	state     atomic.Uint64 // gen<<1 | answered
+	gen       uint64        // the generation it was queued with
+	abandoned atomic.Bool   // its requester went away: do not send it
+	script    *redis.Script
+	keys      []string
+	args      []any
+	reply     []int64
+	err       error
+	done      chan struct{}
+}
+
+// prepare starts a new generation of c, before it is queued.
+func (c *call) prepare() {
+	c.gen = c.state.Load()>>1 + 1
+	c.state.Store(c.gen << 1)
+	c.abandoned.Store(false)
+	c.reply, c.err = nil, nil
+}
+
+// answer gives the call of generation gen its reply, if nobody has.
+func (c *call) answer(gen uint64, reply []int64, err error) {
+	if c.state.CompareAndSwap(gen<<1, gen<<1|1) {
+		c.reply, c.err = reply, err
+		c.done <- struct{}{}
+	}
+}
+
+// ref is a call as a writer or the watchdog holds it: with its generation.
+type ref struct {
+	c   *call
+	gen uint64
+}
+
+// inflight is one writer's pipeline on the wire.
+type inflight struct {
+	mu     sync.Mutex
+	sentAt int64 // UnixNano; 0 when none
+	calls  []ref
 }
 
 // NewRedis returns a store on opts.Client and starts its writers; Close
@@ -100,33 +155,45 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		opts.MaxBatch = 128
 	}
 	r := &Redis{
-		client: opts.Client,
-		opts:   opts,
-		decide: redis.NewScript(decideSource()),
-		refund: redis.NewScript(refundSource()),
-		queue:  make(chan *call, opts.Writers*opts.MaxBatch),
-		stop:   make(chan struct{}),
+		client:   opts.Client,
+		opts:     opts,
+		decide:   redis.NewScript(decideSource()),
+		refund:   redis.NewScript(refundSource()),
+		queue:    make(chan *call, opts.Writers*opts.MaxBatch),
+		stop:     make(chan struct{}),
+		inflight: make([]inflight, opts.Writers),
 	}
 	r.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
-	for range opts.Writers {
+	for i := range opts.Writers {
 		r.writers.Add(1)
-		go r.write()
+		go r.write(&r.inflight[i])
 	}
+	r.writers.Add(1)
+	go r.watch()
 	return r, nil
 }
+
+// hardTimeout bounds a pipeline on the wire: past it, go-redis closes the
+// connection.
+func (r *Redis) hardTimeout() time.Duration { return max(time.Second, 20*r.opts.Timeout) }
 
 // Close stops the writers after the pipelines in flight; calls still
 // queued fail.
 func (r *Redis) Close() error {
 	close(r.stop)
 	r.writers.Wait()
+	r.failQueued(errors.New("redis store: closed"))
+	return nil
+}
+
+// failQueued answers every call still waiting for a writer with err.
+func (r *Redis) failQueued(err error) {
 	for {
 		select {
 		case c := <-r.queue:
-			c.err = errors.New("redis store: closed")
-			c.done <- struct{}{}
+			c.answer(c.gen, nil, err)
 		default:
-			return nil
+			return
 		}
 	}
 }
@@ -190,6 +257,7 @@ func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now
 // decideCall is the call that decides items: one request.
 func (r *Redis) decideCall(items []Item, now int64) *call {
 	c := r.calls.Get().(*call)
+	c.prepare()
 	c.script = r.decide
 	c.keys = c.keys[:0]
 	c.args = c.args[:0]
@@ -231,7 +299,7 @@ func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 
 // run queues c for a writer and waits for its reply or ctx. c goes back to
 // the pool only when its reply was read: an abandoned call still belongs
-// to its writer.
+// to its writer (which skips it if it has not sent it yet).
 func (r *Redis) run(ctx context.Context, c *call) ([]int64, error) {
 	select {
 	case r.queue <- c:
@@ -248,6 +316,7 @@ func (r *Redis) run(ctx context.Context, c *call) ([]int64, error) {
 		r.calls.Put(c)
 		return reply, err
 	case <-ctx.Done():
+		c.abandoned.Store(true)
 		return nil, ctx.Err()
 	}
 }
@@ -337,6 +406,7 @@ func groupVetoed(items []Item, res []Result) bool {
 // items record hits already served, which stay recorded).
 func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now int64) error {
 	c := r.calls.Get().(*call)
+	c.prepare()
 	c.script = r.refund
 	c.keys = c.keys[:0]
 	c.args = append(c.args[:0], now)

@@ -259,12 +259,13 @@ func TestFusedRequestFailsAlone(t *testing.T) {
 		{{Key: bad, Params: log, Cost: 1}},
 		{{Key: Key(prefix, "b"), Params: p, Cost: 1}},
 	}
-	var batch []*call
+	var batch []ref
 	for _, items := range requests {
-		batch = append(batch, rs.decideCall(items, 0))
+		batch = append(batch, newRef(rs.decideCall(items, 0)))
 	}
 	rs.exec(batch)
-	for i, c := range batch {
+	for i, rc := range batch {
+		c := rc.c
 		out := make([]Result, 1)
 		if c.err == nil {
 			_, c.err = readDecide(c.reply, requests[i], out)
@@ -332,13 +333,13 @@ func TestFuseBoundsItems(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { client.Close() })
 	rs := newRedisStore(t, RedisOptions{Client: client})
-	var batch []*call
+	var batch []ref
 	items := make([]Item, maxItems)
 	for i := range items {
 		items[i] = Item{Key: Key("t:", fmt.Sprint(i)), Params: algorithm.Params{Limit: 1, Window: sec, Burst: 1}, Cost: 1}
 	}
 	for range 20 {
-		batch = append(batch, rs.decideCall(items, 0))
+		batch = append(batch, newRef(rs.decideCall(items, 0)))
 	}
 	calls, total := 0, 0
 	for _, f := range rs.fuse(batch) {
@@ -352,3 +353,6 @@ func TestFuseBoundsItems(t *testing.T) {
 		t.Fatalf("fused %d calls, %d items; want all 20 calls and %d items", calls, total, 20*maxItems)
 	}
 }
+
+// newRef is c as a writer holds it.
+func newRef(c *call) ref { return ref{c, c.gen} }
