@@ -68,7 +68,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []
 	} else {
 		matched, d.itemOf, basePaths = make([]*config.Limit, n), make([]int, n), make([]string, n)
 	}
-	var overrides uint64                 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
+	var overrides uint64 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
 	entries := make([]config.Entry, 0, MaxEntries)
 	for i, desc := range ds {
 		var l *config.Limit
