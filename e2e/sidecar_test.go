@@ -368,6 +368,12 @@ descriptors:
 		ask("recovery", 1) // traffic to probe with, and hits to flush
 		return sidecar.metric(t, "sluice_localfilter_upstream_up") == 1
 	})
+	// The hits held through the outage go out with the first flush after
+	// recovery, asynchronously in either mode: the global state holds them
+	// once nothing is pending any more.
+	waitFor(t, 10*time.Second, "the hits held through the outage to be sent", func() bool {
+		return sidecar.metric(t, "sluice_localfilter_pending_keys") == 0
+	})
 	// The 20 admitted while the server was down were recorded when it came
 	// back. A sync call that timed out may still have been counted by the
 	// frozen server once it resumed, and then decided again by the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/cache"
 )
 
@@ -53,8 +54,8 @@ type options struct {
 	writers       int
 	failureMode   string
 	storeTimeout  time.Duration
-	breakerFails  int
-	cooldown      time.Duration
+	maxWait       time.Duration
+	breaker       breaker.Options
 	localShare    float64
 	cacheSize     int
 	memoryKeys    int
@@ -87,9 +88,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
 	fs.IntVar(&o.writers, "redis-pipelines", 4, "pipelines in flight at once; concurrent decisions are coalesced into them")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
-	fs.DurationVar(&o.storeTimeout, "store-timeout", 10*time.Millisecond, "bound on each store call; keep it under Envoy's filter timeout (20ms by default)")
-	fs.IntVar(&o.breakerFails, "breaker-failures", 3, "store failures in a row that open the circuit breaker")
-	fs.DurationVar(&o.cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
+	fs.DurationVar(&o.storeTimeout, "store-timeout", 10*time.Millisecond, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
+	fs.DurationVar(&o.maxWait, "store-max-wait", 0, "how long a request waits for the store when its caller set no deadline (Envoy sets its filter timeout); past it, or just before the caller's deadline, the request is decided in memory at -local-share; 0: max(1s, 5 × -store-timeout)")
+	fs.IntVar(&o.breaker.MinCalls, "breaker-min-calls", 5, "store calls the breaker's window must hold before their failure ratio can open it")
+	fs.Float64Var(&o.breaker.FailureRatio, "breaker-failure-ratio", 0.5, "share of the window's store calls that failed (refused, reset, not answered) that opens the circuit breaker, in (0, 1]")
+	fs.DurationVar(&o.breaker.Window, "breaker-window", time.Second, "how far back the breaker counts store calls")
+	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
 	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
@@ -134,16 +138,22 @@ func (o *options) validate() error {
 	if o.recordClients != "" && o.tls.ClientCA == "" {
 		errs = append(errs, errors.New("-record-clients needs -grpc-tls-client-ca: callers are known by their client certificates"))
 	}
-	if o.storeTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("-store-timeout %v: must be positive", o.storeTimeout))
+	if o.maxWait == 0 {
+		o.maxWait = max(time.Second, 5*o.storeTimeout)
+	}
+	if o.storeTimeout <= 0 || o.maxWait <= o.storeTimeout {
+		errs = append(errs, fmt.Errorf("-store-timeout %v must be positive and -store-max-wait %v longer", o.storeTimeout, o.maxWait))
+	}
+	if o.breaker.MinCalls <= 0 || o.breaker.Window <= 0 || !(o.breaker.FailureRatio > 0 && o.breaker.FailureRatio <= 1) {
+		errs = append(errs, errors.New("-breaker-min-calls and -breaker-window must be positive, -breaker-failure-ratio in (0, 1]"))
 	}
 	if o.localShare <= 0 || o.localShare > 1 {
 		errs = append(errs, fmt.Errorf("-local-share %v: want a share in (0, 1]", o.localShare))
 	}
-	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breakerFails <= 0 {
-		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -memory-max-bytes, -redis-pool-size, -redis-pipelines and -breaker-failures must be positive"))
+	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 {
+		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -memory-max-bytes, -redis-pool-size and -redis-pipelines must be positive"))
 	}
-	if o.cooldown <= 0 || o.grace < 0 {
+	if o.breaker.Cooldown <= 0 || o.grace < 0 {
 		errs = append(errs, errors.New("-breaker-cooldown must be positive and -shutdown-grace not negative"))
 	}
 	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {

@@ -73,8 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		cancel()
 		sd, err := rls.NewStoreDecider(rls.StoreOptions{
-			Store: rs, Timeout: o.storeTimeout, Mode: mode, Fallback: memory, LocalShare: o.localShare,
-			BreakerFailures: o.breakerFails, Cooldown: o.cooldown, Logger: log, Metrics: metrics.Store,
+			Store: rs, MaxWait: o.maxWait, Mode: mode, Fallback: memory, LocalShare: o.localShare,
+			Breaker: o.breaker, Logger: log, Metrics: metrics.Store,
 		})
 		if err != nil {
 			return err

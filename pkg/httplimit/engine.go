@@ -35,7 +35,11 @@ type EngineOptions struct {
 	// FailClosed (by default it serves the request); rls.FailAllow,
 	// FailDeny and FailLocal decide as the server's -failure-mode does.
 	FailureMode rls.FailureMode
-	// Timeout bounds each Redis call. Default 10ms.
+	// Timeout is how long Redis may leave a reply overdue before it is
+	// taken as not answering (global.RedisOptions.Timeout). Default 10ms.
+	// A request whose context has a deadline waits for Redis until just
+	// before it; past it (or max(1s, 5 × Timeout) without a deadline), with
+	// Redis not failed, it is decided in this process at half of each limit.
 	Timeout time.Duration
 	// CacheSize bounds the over-limit flag cache; 0 means cache.DefaultSize.
 	CacheSize  int
@@ -92,7 +96,7 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 			storeMetrics = metrics.Store
 		}
 		decider, err = rls.NewStoreDecider(rls.StoreOptions{
-			Store: e.redis, Timeout: opts.Timeout, Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger, Metrics: storeMetrics,
+			Store: e.redis, MaxWait: max(time.Second, 5*opts.Timeout), Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger, Metrics: storeMetrics,
 		})
 		if err != nil {
 			return nil, err

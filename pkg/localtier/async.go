@@ -240,22 +240,25 @@ func (t *Tier) flusher() {
 // until RetryInterval has passed; the hits of a call that fails go back to
 // pending. It returns buf for reuse.
 func (t *Tier) flush(buf []entry) []entry {
-	now := t.opts.Now()
-	if !t.healthy.Load() && now.Sub(t.base).Nanoseconds() < t.retryAt.Load() {
+	// A flush is one call to the breaker, however many upstream calls it
+	// makes: the probe, when the breaker is half-open.
+	probe, ok := t.br.Allow()
+	if !ok {
 		return buf
 	}
 	buf = t.pending.drain(buf)
 	if len(buf) == 0 {
-		if !t.healthy.Load() {
-			t.probe(now)
+		if probe {
+			t.probe()
 		}
 		return buf
 	}
 	start := time.Now()
 	var (
-		wg     sync.WaitGroup
-		slots  = make(chan struct{}, flushParallel)
-		failed atomic.Bool
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, flushParallel)
+		failed  atomic.Bool
+		failure atomic.Value // the first failed call's error
 	)
 	for _, c := range calls(buf) {
 		slots <- struct{}{}
@@ -276,16 +279,19 @@ func (t *Tier) flush(buf []entry) []entry {
 					t.m.dropped.Add(float64(e.n))
 				}
 			case err != nil:
-				failed.Store(true)
-				t.failed(t.opts.Now(), err)
+				if failed.CompareAndSwap(false, true) {
+					failure.Store(err)
+				}
 				t.requeue(c)
 			}
 		}()
 	}
 	wg.Wait()
 	t.m.flush.Observe(time.Since(start).Seconds())
-	if !failed.Load() {
-		t.succeeded()
+	if failed.Load() {
+		t.br.Failure(probe, failure.Load().(error))
+	} else {
+		t.br.Success(probe)
 	}
 	return buf
 }
@@ -379,19 +385,15 @@ func (t *Tier) send(c []entry) error {
 	return nil
 }
 
-// probe tests an upstream that failed, when no hits are waiting to do it:
-// a request with no descriptors, which the upstream answers without a
-// store call.
-func (t *Tier) probe(now time.Time) {
-	if !t.claimProbe(now) {
-		return
-	}
-	defer t.endProbe(true)
+// probe is the breaker's probe of an upstream that failed, when no hits
+// are waiting to be it: a request with no descriptors, which the upstream
+// answers without a store call.
+func (t *Tier) probe() {
 	if _, _, err := t.call(context.Background(), &rlsv3.RateLimitRequest{Domain: probeDomain}, rls.SidecarSync); err != nil {
-		t.failed(t.opts.Now(), err)
+		t.br.Failure(true, err)
 		return
 	}
-	t.succeeded()
+	t.br.Success(true)
 }
 
 // probeDomain is the domain of probe requests: any name does, none is

@@ -74,13 +74,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/localbucket"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -165,10 +165,10 @@ type Tier struct {
 	pending *pending
 	m       *metrics
 
-	healthy atomic.Bool
-	probing atomic.Bool  // one call at a time tests an unhealthy upstream
-	retryAt atomic.Int64 // while unhealthy: when to try again, ns since base
-	base    time.Time
+	// br judges the upstream from its calls' outcomes (pkg/breaker, the
+	// server's breaker with the sidecar's settings: see New).
+	br   *breaker.Breaker
+	base time.Time
 
 	kick chan struct{}
 	stop chan struct{}
@@ -226,13 +226,50 @@ func New(opts Options) (*Tier, error) {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t.m = newMetrics(opts.Registerer, t)
-	t.healthy.Store(true)
+	// The sidecar's breaker settings: a short window (100 ms) and a
+	// single call enough to judge by, so that a sidecar that sees its
+	// upstream fail while it has called it little decides locally at once
+	// (each failed sync call costs its caller up to Timeout), while one
+	// failure among many answered calls does not.
+	t.br, err = breaker.New(breaker.Options{
+		Window: 100 * time.Millisecond, MinCalls: 1, Cooldown: opts.RetryInterval, Now: opts.Now, OnChange: t.changed,
+	})
+	if err != nil {
+		return nil, err
+	}
 	go t.flusher()
 	return t, nil
 }
 
-// Healthy reports whether the upstream answered the last call.
-func (t *Tier) Healthy() bool { return t.healthy.Load() }
+// Healthy reports whether the upstream is answering (its breaker is
+// closed).
+func (t *Tier) Healthy() bool { return t.br.State() == breaker.Closed }
+
+// changed logs and reports a change of the upstream's breaker. On
+// recovery it wakes the flusher: hits admitted while the upstream was away
+// are recorded at once.
+func (t *Tier) changed(from, to breaker.State, cause error) {
+	switch {
+	case to == breaker.Open && from == breaker.Closed:
+		t.m.upstreamUp.Set(0)
+		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share",
+			"error", errString(cause), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
+	case to == breaker.Closed:
+		t.m.upstreamUp.Set(1)
+		t.opts.Logger.Info("upstream recovered")
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
 
 // Close stops the flusher after a last flush of the hits admitted and not
 // yet recorded. It is safe to call more than once.
@@ -258,7 +295,7 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 	now := t.opts.Now()
 	if t.opts.Mode == Async {
 		// The flusher alone talks to the upstream and learns its health.
-		if !t.healthy.Load() {
+		if !t.Healthy() {
 			t.fallback(b, now)
 			return nil
 		}
@@ -268,17 +305,15 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 		b.Tier = tierLocal
 		return nil
 	}
-	probe := false
-	if !t.healthy.Load() {
-		if probe = t.claimProbe(now); !probe {
-			t.fallback(b, now)
-			return nil
-		}
+	probe, ok := t.br.Allow()
+	if !ok {
+		t.fallback(b, now)
+		return nil
 	}
 	share := t.opts.Fraction
 	set, ok := t.takeLocal(b, share, now)
 	if !ok {
-		t.endProbe(probe)
+		t.br.Release(probe)
 		b.Tier = tierLocal
 		return nil
 	}
@@ -286,21 +321,19 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 		t.returnLocal(b, share, now, set)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// The caller went away: not the upstream's fault.
-			t.endProbe(probe)
+			t.br.Release(probe)
 			return ctx.Err()
 		}
 		// No answer in time (the call's deadline is within the caller's, see
-		// call) or a failed call: the upstream is away. Answer locally even
-		// if the caller's deadline has passed meanwhile (a busy machine): a
-		// caller that timed out admitted the request itself (Envoy fails
-		// open), so the local answer counts what passed either way.
-		t.failed(t.opts.Now(), err)
-		t.endProbe(probe)
+		// call) or a failed call. Answer locally even if the caller's
+		// deadline has passed meanwhile (a busy machine): a caller that
+		// timed out admitted the request itself (Envoy fails open), so the
+		// local answer counts what passed either way.
+		t.br.Failure(probe, err)
 		t.fallback(b, now)
 		return nil
 	}
-	t.succeeded()
-	t.endProbe(probe)
+	t.br.Success(probe)
 	b.Tier = tierGlobal
 	if !admitted(b) {
 		// The global limit rejected what the local bucket admitted: give the

@@ -469,7 +469,7 @@ func TestAsyncProbesWithNothingPending(t *testing.T) {
 	up := upstream(t)
 	clock := newClock()
 	_, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, RetryInterval: time.Second, Now: clock.Now})
-	tier.failed(clock.Now(), errors.New("connection refused"))
+	tier.br.Failure(false, errors.New("connection refused"))
 	tier.flush(nil)
 	if tier.Healthy() || up.calls.Load() != 0 {
 		t.Fatalf("within the retry interval: healthy %v after %d calls; want no probe yet", tier.Healthy(), up.calls.Load())

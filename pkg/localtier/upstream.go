@@ -21,38 +21,6 @@ import (
 // locally when the upstream does not answer in time.
 const localAnswerTime = 2 * time.Millisecond
 
-// claimProbe reports whether the caller may test an unhealthy upstream now:
-// once RetryInterval has passed since the last failure, and by one caller at
-// a time, so that a dead upstream costs at most one timeout per interval
-// rather than one per request. The caller ends it with endProbe.
-func (t *Tier) claimProbe(now time.Time) bool {
-	return now.Sub(t.base).Nanoseconds() >= t.retryAt.Load() && t.probing.CompareAndSwap(false, true)
-}
-
-func (t *Tier) endProbe(probe bool) {
-	if probe {
-		t.probing.Store(false)
-	}
-}
-
-// failed records a failed upstream call at now.
-func (t *Tier) failed(now time.Time, err error) {
-	t.m.upstreamUp.Set(0)
-	t.retryAt.Store(now.Add(t.opts.RetryInterval).Sub(t.base).Nanoseconds())
-	if t.healthy.Swap(false) {
-		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share",
-			"error", err.Error(), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
-	}
-}
-
-// succeeded records an answered upstream call.
-func (t *Tier) succeeded() {
-	if !t.healthy.Swap(true) {
-		t.m.upstreamUp.Set(1)
-		t.opts.Logger.Info("upstream recovered")
-	}
-}
-
 // call asks the upstream, marking the call with the sidecar metadata kind,
 // and returns the answer and its response metadata. The call is bounded by
 // Timeout and, if ctx has a deadline (Envoy's filter timeout), ends a

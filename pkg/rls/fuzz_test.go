@@ -153,7 +153,8 @@ func FuzzShouldRateLimit(f *testing.F) {
 		f.Fatal(err)
 	}
 	store := newClockStore(f)
-	d, err := NewStoreDecider(StoreOptions{Store: store})
+	fallback, _ := global.NewMemory(global.MemoryOptions{})
+	d, err := NewStoreDecider(StoreOptions{Store: store, Fallback: fallback})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -188,7 +189,8 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { store.Close() })
-	d, err := NewStoreDecider(StoreOptions{Store: store, Timeout: 5 * time.Second})
+	fallback, _ := global.NewMemory(global.MemoryOptions{})
+	d, err := NewStoreDecider(StoreOptions{Store: store, Fallback: fallback, MaxWait: 5 * time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}

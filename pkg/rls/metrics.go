@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -56,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"code"}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tier_decisions_total",
-			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, global, fallback.",
+			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, shed (in memory at -local-share: the store had not answered near the caller's deadline, this process being behind), failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, global, fallback.",
 		}, []string{"tier", "result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
@@ -77,16 +78,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Store: &StoreMetrics{
 			latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "sluice_store_duration_seconds",
-				Help:    "Latency of store decisions.",
+				Help:    "Latency of store decisions, as requests wait for them (queueing in this process included).",
 				Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 			}),
 			errors: prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "sluice_store_errors_total",
-				Help: "Store decisions that failed (timeouts included).",
+				Help: "Store decisions that failed for the store's fault: refused or reset connections, Redis not answering (not this process being slow: see sluice_tier_decisions_total{tier=\"shed\"}).",
 			}),
 			up: prometheus.NewGauge(prometheus.GaugeOpts{
 				Name: "sluice_store_up",
-				Help: "1 while the store answers, 0 while the circuit breaker is open.",
+				Help: "1 while the circuit breaker is closed, 0 while it is open or probing.",
 			}),
 			failureMode: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "sluice_failure_mode_decisions_total",
@@ -98,6 +99,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Store.latency, m.Store.errors, m.Store.up, m.Store.failureMode)
 	m.Store.up.Set(1)
 	return m
+}
+
+func (m *StoreMetrics) observe(d time.Duration) {
+	if m != nil {
+		m.latency.Observe(d.Seconds())
+	}
+}
+
+func (m *StoreMetrics) storeError() {
+	if m != nil {
+		m.errors.Inc()
+	}
+}
+
+func (m *StoreMetrics) setUp(up bool) {
+	if m != nil {
+		m.up.Set(map[bool]float64{false: 0, true: 1}[up])
+	}
+}
+
+func (m *StoreMetrics) failureModeDecision(mode FailureMode) {
+	if m != nil {
+		m.failureMode.WithLabelValues(mode.String()).Inc()
+	}
 }
 
 func (m *Metrics) request(code string) {

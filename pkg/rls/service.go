@@ -60,6 +60,7 @@ const (
 	TierFlagCache   = "flag_cache"   // the flag cache, without the Decider
 	TierConfig      = "config"       // a limit with requests_per_unit 0, without the Decider
 	TierFailureMode = "failure_mode" // StoreDecider's failure mode, the store unavailable
+	TierShed        = "shed"         // StoreDecider's local answer, this process too slow for the store's
 )
 
 // ErrUnavailable says the decision could not be made and the caller

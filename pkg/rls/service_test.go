@@ -115,7 +115,8 @@ func start(t *testing.T, opts Options) *harness {
 		opts.Now = func() time.Time { return time.UnixMicro(h.store.now.Load()) }
 	}
 	if opts.Decider == nil {
-		d, err := NewStoreDecider(StoreOptions{Store: h.store, Mode: FailError})
+		fallback, _ := global.NewMemory(global.MemoryOptions{})
+		d, err := NewStoreDecider(StoreOptions{Store: h.store, Mode: FailError, Fallback: fallback})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 
@@ -63,50 +63,57 @@ func (d Direct) Decide(ctx context.Context, b *Batch) error {
 // StoreOptions configure a StoreDecider.
 type StoreOptions struct {
 	Store Store
-	// Timeout bounds each store call. Default 10ms.
-	Timeout time.Duration
+	// MaxWait bounds how long a request waits for the store when its caller
+	// set no deadline. A caller's deadline (Envoy sends its filter timeout)
+	// bounds it otherwise, less a little time to answer in. Past it the
+	// request is shed: decided on Fallback at LocalShare. Default 1s.
+	MaxWait time.Duration
 	Mode    FailureMode
-	// Fallback is the in-process store FailLocal decides on.
+	// Fallback is the in-process store that sheds requests the store did
+	// not answer in time, and that FailLocal decides on. Required.
 	Fallback Store
-	// LocalShare is the share of each limit FailLocal allows per server
-	// process, in (0, 1]. With N replicas, 1/N keeps the sum at the limit.
-	// Default 0.5.
+	// LocalShare is the share of each limit one process allows when it
+	// decides on Fallback, in (0, 1]. With N replicas, 1/N keeps the sum
+	// at the limit. Default 0.5.
 	LocalShare float64
-	// Failures in a row that open the circuit breaker. Default 3.
-	BreakerFailures int
-	// Cooldown is how long the breaker stays open before one request
-	// probes the store again. Default 1s.
-	Cooldown time.Duration
-	Logger   *slog.Logger
-	Metrics  *StoreMetrics
-	Now      func() time.Time
+	// Breaker configures the circuit breaker; its defaults are pkg/breaker's
+	// (a failure ratio of 0.5 over 1s, at least 5 calls, 1s cooldown).
+	Breaker breaker.Options
+	Logger  *slog.Logger
+	Metrics *StoreMetrics
+	Now     func() time.Time
 }
 
-// StoreDecider decides on a store with a bounded timeout and a circuit
-// breaker: after BreakerFailures failures in a row it stops calling the
-// store for Cooldown and decides by its failure mode, so a dead Redis
-// costs no waiting; then one request at a time probes the store until one
-// succeeds. Transitions are logged once each, not per request.
+// StoreDecider decides on a store (Redis) and tells three things apart:
+//
+//   - The store failed this request: it refused or reset the connection,
+//     or stopped answering (global.ErrStalled). The request is decided by
+//     the failure mode, and the failure counts towards the circuit breaker
+//     (pkg/breaker: a failure rate over a window), which, once open, stops
+//     calling the store for its cooldown and lets one probe through at a
+//     time after it.
+//   - The process is overloaded: the store has not answered by the time
+//     the caller's deadline is near (or MaxWait has passed) and has not
+//     failed either. The request is shed, decided in memory at LocalShare
+//     (Batch.Tier "shed"), and the breaker is not told: a slow process is
+//     not a dead store, and Envoy, which fails open on an error, should not
+//     lose its limits when traffic surges.
+//   - The caller went away: no decision.
+//
+// Breaker transitions are logged once each, not per request. It is safe
+// for concurrent use.
 type StoreDecider struct {
-	opts StoreOptions
-
-	mu       sync.Mutex
-	failures int
-	open     bool
-	until    time.Time // while open: when to probe
-	probing  bool
+	opts    StoreOptions
+	breaker *breaker.Breaker
 }
 
 // NewStoreDecider returns a StoreDecider.
 func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
-	if opts.Store == nil {
-		return nil, errors.New("rls: StoreOptions.Store is required")
+	if opts.Store == nil || opts.Fallback == nil {
+		return nil, errors.New("rls: StoreOptions.Store and Fallback are required")
 	}
-	if opts.Mode == FailLocal && opts.Fallback == nil {
-		return nil, errors.New("rls: failure mode local needs a Fallback store")
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Millisecond
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = time.Second
 	}
 	if opts.LocalShare == 0 {
 		opts.LocalShare = 0.5
@@ -114,126 +121,109 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 	if opts.LocalShare < 0 || opts.LocalShare > 1 {
 		return nil, fmt.Errorf("rls: local share %v: want a share in (0, 1]", opts.LocalShare)
 	}
-	if opts.BreakerFailures <= 0 {
-		opts.BreakerFailures = 3
-	}
-	if opts.Cooldown <= 0 {
-		opts.Cooldown = time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &StoreDecider{opts: opts}, nil
+	d := &StoreDecider{opts: opts}
+	bo := opts.Breaker
+	if bo.Now == nil {
+		bo.Now = opts.Now
+	}
+	bo.OnChange = d.changed
+	var err error
+	if d.breaker, err = breaker.New(bo); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// changed logs and reports a breaker transition.
+func (d *StoreDecider) changed(from, to breaker.State, cause error) {
+	switch {
+	case to == breaker.Open && from == breaker.Closed:
+		d.opts.Logger.Warn("rate limit store unavailable; deciding by failure mode until it returns",
+			"failure_mode", d.opts.Mode.String(), "error", errString(cause), "probe_every", d.opts.Breaker.Cooldown.String())
+		d.opts.Metrics.setUp(false)
+	case to == breaker.Closed:
+		d.opts.Logger.Info("rate limit store recovered", "failure_mode", d.opts.Mode.String())
+		d.opts.Metrics.setUp(true)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Healthy reports whether the store is answering (the breaker is closed).
-func (d *StoreDecider) Healthy() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return !d.open
-}
+func (d *StoreDecider) Healthy() bool { return d.breaker.State() == breaker.Closed }
 
 // Mode is the failure mode.
 func (d *StoreDecider) Mode() FailureMode { return d.opts.Mode }
 
+// answerTime is kept back from a caller's deadline to answer locally in.
+const answerTime = 2 * time.Millisecond
+
 // Decide implements Decider.
 func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
-	probe, ok := d.admit()
+	probe, ok := d.breaker.Allow()
 	if !ok {
 		return d.fail(ctx, b, nil)
 	}
-	sctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+	wait := d.opts.MaxWait
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		wait = min(wait, left-min(left/10, answerTime))
+	}
+	sctx, cancel := context.WithTimeout(ctx, wait)
 	start := time.Now()
 	err := d.opts.Store.Decide(sctx, b.Items, b.Results)
 	cancel()
-	if m := d.opts.Metrics; m != nil {
-		m.latency.Observe(time.Since(start).Seconds())
-	}
-	if err == nil {
-		d.succeeded(probe)
+	d.opts.Metrics.observe(time.Since(start))
+	switch {
+	case err == nil:
+		d.breaker.Success(probe)
 		return nil
-	}
-	if ctx.Err() != nil {
-		// The caller gave up (Envoy's own timeout): not the store's fault.
-		d.release(probe)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// The caller went away (Envoy reset the stream): no decision.
+		d.breaker.Release(probe)
 		return ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		// No answer yet, and no failure: this process is behind.
+		d.breaker.Release(probe)
+		return d.shed(ctx, b)
 	}
-	if m := d.opts.Metrics; m != nil {
-		m.errors.Inc()
-	}
-	d.failed(probe, err)
+	d.opts.Metrics.storeError()
+	d.breaker.Failure(probe, err)
 	return d.fail(ctx, b, err)
 }
 
-// admit says whether to call the store; probe is set for the one call
-// that tests a store the breaker had given up on.
-func (d *StoreDecider) admit() (probe, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.open {
-		return false, true
-	}
-	if d.probing || d.opts.Now().Before(d.until) {
-		return false, false
-	}
-	d.probing = true
-	return true, true
+// shed decides b in memory at the local share: the store did not answer in
+// time, and did not fail.
+func (d *StoreDecider) shed(ctx context.Context, b *Batch) error {
+	b.Degraded, b.Tier = true, TierShed
+	return d.decideLocally(ctx, b)
 }
 
-func (d *StoreDecider) release(probe bool) {
-	if probe {
-		d.mu.Lock()
-		d.probing = false
-		d.mu.Unlock()
+// decideLocally decides b on the fallback store at the local share.
+func (d *StoreDecider) decideLocally(ctx context.Context, b *Batch) error {
+	local := make([]global.Item, len(b.Items))
+	for i, it := range b.Items {
+		it.Params.Limit = share(it.Params.Limit, d.opts.LocalShare)
+		it.Params.Burst = share(it.Params.Burst, d.opts.LocalShare)
+		local[i] = it
 	}
-}
-
-func (d *StoreDecider) succeeded(probe bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.failures = 0
-	if probe {
-		d.probing = false
-	}
-	if d.open {
-		d.open = false
-		d.opts.Logger.Info("rate limit store recovered", "failure_mode", d.opts.Mode.String())
-		if m := d.opts.Metrics; m != nil {
-			m.up.Set(1)
-		}
-	}
-}
-
-func (d *StoreDecider) failed(probe bool, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if probe {
-		d.probing = false
-	}
-	d.failures++
-	if d.open {
-		d.until = d.opts.Now().Add(d.opts.Cooldown)
-		return
-	}
-	if d.failures >= d.opts.BreakerFailures {
-		d.open = true
-		d.until = d.opts.Now().Add(d.opts.Cooldown)
-		d.opts.Logger.Warn("rate limit store unavailable; deciding by failure mode until it returns",
-			"failure_mode", d.opts.Mode.String(), "error", err.Error(), "probe_every", d.opts.Cooldown.String())
-		if m := d.opts.Metrics; m != nil {
-			m.up.Set(0)
-		}
-	}
+	return d.opts.Fallback.Decide(ctx, local, b.Results)
 }
 
 // fail decides b by the failure mode.
 func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
-	if m := d.opts.Metrics; m != nil {
-		m.failureMode.WithLabelValues(d.opts.Mode.String()).Inc()
-	}
+	d.opts.Metrics.failureModeDecision(d.opts.Mode)
 	b.Degraded, b.Tier = true, TierFailureMode
 	switch d.opts.Mode {
 	case FailAllow:
@@ -249,13 +239,7 @@ func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 		b.Unavailable = true
 		return nil
 	case FailLocal:
-		local := make([]global.Item, len(b.Items))
-		for i, it := range b.Items {
-			it.Params.Limit = share(it.Params.Limit, d.opts.LocalShare)
-			it.Params.Burst = share(it.Params.Burst, d.opts.LocalShare)
-			local[i] = it
-		}
-		return d.opts.Fallback.Decide(ctx, local, b.Results)
+		return d.decideLocally(ctx, b)
 	}
 	if cause == nil {
 		return ErrUnavailable

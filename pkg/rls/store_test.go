@@ -7,15 +7,20 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 
@@ -56,7 +61,7 @@ func TestFailureModes(t *testing.T) {
 			var logs syncBuffer
 			now := time.Unix(1_780_000_000, 0)
 			d, err := NewStoreDecider(StoreOptions{
-				Store: store, Mode: tt.mode, Fallback: fallback, LocalShare: 0.5,
+				Store: store, Mode: tt.mode, Fallback: fallback, LocalShare: 0.5, Breaker: breaker.Options{MinCalls: 3},
 				Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now },
 			})
 			if err != nil {
@@ -87,7 +92,8 @@ func TestFailureModes(t *testing.T) {
 					t.Fatalf("deny: reason %q", headers(resp)["X-RateLimit-Reason"])
 				}
 			}
-			// The breaker opened after 3 failures: the store was not
+			// The breaker opened after 3 failures (all the calls it had
+			// seen: the ratio 1 past 0.5, MinCalls 3): the store was not
 			// called for the other 7.
 			if n := store.calls.Load(); n != 3 {
 				t.Errorf("store called %d times for 10 requests; want 3 (then the breaker opens)", n)
@@ -106,6 +112,66 @@ func TestFailureModes(t *testing.T) {
 			}
 			if !d.Healthy() || !strings.Contains(logs.String(), "recovered") {
 				t.Errorf("after the store returned: Healthy() = %v, logs:\n%s", d.Healthy(), logs.String())
+			}
+		})
+	}
+}
+
+// stuckStore answers nothing until its caller gives up, as a store whose
+// replies this process has not got to yet (CPU saturation) looks.
+type stuckStore struct{ calls atomic.Int64 }
+
+func (s *stuckStore) Decide(ctx context.Context, _ []global.Item, _ []global.Result) error {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestOverloadIsShed: a store that has not answered by the time the
+// caller's deadline is near, and has not failed, is not an outage: the
+// request is decided in memory at the local share before the deadline,
+// in every failure mode (never UNAVAILABLE), the breaker stays closed and
+// the store keeps being asked.
+func TestOverloadIsShed(t *testing.T) {
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}}
+	for _, mode := range []FailureMode{FailError, FailDeny, FailAllow, FailLocal} {
+		t.Run(mode.String(), func(t *testing.T) {
+			store := &stuckStore{}
+			fallback, _ := global.NewMemory(global.MemoryOptions{})
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg)
+			d, err := NewStoreDecider(StoreOptions{Store: store, Mode: mode, Fallback: fallback, LocalShare: 0.5, Metrics: m.Store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, err := New(Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d, Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 8 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+				resp, err := svc.ShouldRateLimit(ctx, req)
+				cancel()
+				if err != nil {
+					t.Fatalf("request %d: %v; want a local answer", i, err)
+				}
+				// Half of 3 a minute: 1 admitted in this process.
+				want := "OK:OK"
+				if i > 0 {
+					want = "OVER_LIMIT:OVER_LIMIT"
+				}
+				if got := codesOf(resp); got != want {
+					t.Fatalf("request %d: %s; want %s", i, got, want)
+				}
+			}
+			if !d.Healthy() || store.calls.Load() != 8 {
+				t.Errorf("healthy %v after %d store calls; want closed and all 8 asked", d.Healthy(), store.calls.Load())
+			}
+			if got := testutil.ToFloat64(m.tiers.WithLabelValues(TierShed, "over_limit")); got != 7 {
+				t.Errorf("shed over_limit = %v; want 7", got)
+			}
+			if got := testutil.ToFloat64(m.Store.errors); got != 0 {
+				t.Errorf("store errors = %v; want 0 (the store did not fail)", got)
 			}
 		})
 	}
