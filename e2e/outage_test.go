@@ -14,113 +14,130 @@ import (
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
-// TestRedisOutage: Redis killed and restarted under load, once per
-// -failure-mode. While it is away no reply waits longer than the store
+// TestRedisOutage: Redis killed and restarted, and Redis frozen
+// (SIGSTOP: connections open, nothing answered) for 2 s, under load, once
+// per -failure-mode. While it is away no reply waits longer than the store
 // timeout (plus a margin for a loaded machine: a hang would be seconds),
-// every reply follows the failure mode, and once it is back the server
-// decides on it again without a restart.
+// every reply follows the failure mode, and once it answers again the
+// server decides on it within a second, without a restart.
 func TestRedisOutage(t *testing.T) {
 	const (
 		localShare   = 0.5
 		storeTimeout = 50 * time.Millisecond
+		cooldown     = 200 * time.Millisecond
 		margin       = 500 * time.Millisecond
 		clients      = 40
 	)
 	req := traffic(t, clients, func(k int) envoyrl.Request {
 		return envoyrl.Request{Path: "/", Header: client(k), Peer: balancer}
 	})
-	for _, mode := range []string{"allow", "deny", "error", "local"} {
-		t.Run(mode, func(t *testing.T) {
-			// No client reaches its limit before the outage (a used-up key
-			// is answered from the flag cache, without the store), except
-			// that in mode local the fallback's share of 100 is within
-			// reach of the load while Redis is away.
-			limit := 1_000_000
-			if mode == "local" {
-				limit = 100
-			}
-			cfg := writeConfig(t, fmt.Sprintf(`domain: edge
+	outages := []struct {
+		name       string
+		start, end func(t *testing.T, r *redistest.Server)
+		lasts      time.Duration
+	}{
+		{"killed", func(t *testing.T, r *redistest.Server) { r.Kill() }, func(t *testing.T, r *redistest.Server) { r.Restart(t) }, time.Second},
+		{"frozen", func(t *testing.T, r *redistest.Server) { r.Freeze() }, func(t *testing.T, r *redistest.Server) { r.Thaw() }, 2 * time.Second},
+	}
+	for _, outage := range outages {
+		for _, mode := range []string{"allow", "deny", "error", "local"} {
+			t.Run(outage.name+"/"+mode, func(t *testing.T) {
+				saturate(t)
+				// No client reaches its limit before the outage (a used-up key
+				// is answered from the flag cache, without the store), except
+				// that in mode local the fallback's share of 100 is within
+				// reach of the load while Redis is away.
+				limit := 1_000_000
+				if mode == "local" {
+					limit = 100
+				}
+				cfg := writeConfig(t, fmt.Sprintf(`domain: edge
 descriptors:
   - key: remote_address
     rate_limit: {name: per-client, unit: hour, requests_per_unit: %d}
 `, limit))
-			redis := redistest.Start(t)
-			server := startServer(t, "server", "-config", cfg, "-redis-url", redis.URL(), "-failure-mode", mode,
-				"-store-timeout", storeTimeout.String(), "-local-share", fmt.Sprint(localShare), "-breaker-cooldown", "200ms")
-			target := []rlsv3.RateLimitServiceClient{server.client(t)}
+				redis := redistest.Start(t)
+				server := startServer(t, "server", "-config", cfg, "-redis-url", redis.URL(), "-failure-mode", mode,
+					"-store-timeout", storeTimeout.String(), "-local-share", fmt.Sprint(localShare), "-breaker-cooldown", cooldown.String())
+				target := []rlsv3.RateLimitServiceClient{server.client(t)}
 
-			stop := load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true}.start()
-			start := time.Now()
-			time.Sleep(300 * time.Millisecond)
-			redis.Kill()
-			killed := time.Since(start) // requests sent from now on find Redis gone
-			time.Sleep(time.Second)
-			restarted := time.Since(start) // answers from now on may come from Redis again
-			redis.Restart(t)
-			waitFor(t, 15*time.Second, "the server to use Redis again", func() bool {
-				return server.metric(t, "sluice_store_up") == 1
+				stop := load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true}.start()
+				start := time.Now()
+				time.Sleep(300 * time.Millisecond)
+				outage.start(t, redis)
+				killed := time.Since(start) // requests sent from now on find Redis gone
+				time.Sleep(outage.lasts)
+				restarted := time.Since(start) // answers from now on may come from Redis again
+				outage.end(t, redis)
+				back := time.Now()
+				waitFor(t, 15*time.Second, "the server to use Redis again", func() bool {
+					return server.metric(t, "sluice_store_up") == 1
+				})
+				// The breaker probes once per cooldown, so the server uses Redis
+				// again within a cooldown of its answering (and 1 s in all).
+				if recovered := time.Since(back); recovered > time.Second+margin {
+					t.Errorf("the server used Redis again %v after it answered; want within 1s (+%v margin)", recovered, margin)
+				}
+				decided := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore)
+				time.Sleep(300 * time.Millisecond)
+				res := stop()
+				if n := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore); n <= decided {
+					t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
+				}
+
+				admittedDown := map[int]int{}
+				var slowest, slowestAll time.Duration
+				n := 0
+				for _, e := range res.events {
+					slowestAll = max(slowestAll, e.latency)
+					if e.at < killed || e.at+e.latency > restarted {
+						continue // sent before the kill, or answered after the restart
+					}
+					n++
+					slowest = max(slowest, e.latency)
+					code := status.Code(e.err)
+					switch mode {
+					case "allow":
+						if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+							t.Fatalf("-failure-mode allow, Redis down: %v %v; want OK", e.resp.GetOverallCode(), e.err)
+						}
+					case "deny":
+						if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(e.resp, rls.HeaderReason) != "rate limit store unavailable" {
+							t.Fatalf("-failure-mode deny, Redis down: %v %v, reason %q; want OVER_LIMIT saying the store is unavailable",
+								e.resp.GetOverallCode(), e.err, header(e.resp, rls.HeaderReason))
+						}
+					case "error":
+						if code != codes.Unavailable {
+							t.Fatalf("-failure-mode error, Redis down: %v; want gRPC UNAVAILABLE", e.err)
+						}
+					case "local":
+						if e.err != nil {
+							t.Fatalf("-failure-mode local, Redis down: %v", e.err)
+						}
+						if e.resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+							admittedDown[e.key]++
+						}
+					}
+				}
+				if n == 0 {
+					t.Fatal("no request was answered while Redis was down")
+				}
+				if mode == "local" {
+					share, most := int(float64(limit)*localShare), 0
+					for k, got := range admittedDown {
+						most = max(most, got)
+						if got > share {
+							t.Errorf("-failure-mode local: client %d admitted %d times while Redis was down; want at most %d (local share %v of %d)", k, got, share, localShare, limit)
+						}
+					}
+					t.Logf("local: at most %d admitted per client while Redis was down (share %d)", most, share)
+				}
+				t.Logf("%s/%s: %d answers while Redis was down, the slowest in %v; slowest of all %v (store timeout %v)", outage.name, mode, n, slowest, slowestAll, storeTimeout)
+				if slowestAll > storeTimeout+margin {
+					t.Errorf("slowest reply %v; want within the store timeout %v (+%v margin)", slowestAll, storeTimeout, margin)
+				}
 			})
-			decided := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore)
-			time.Sleep(300 * time.Millisecond)
-			res := stop()
-			if n := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore); n <= decided {
-				t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
-			}
-
-			admittedDown := map[int]int{}
-			var outage, slowest time.Duration
-			n := 0
-			for _, e := range res.events {
-				if e.latency > slowest {
-					slowest = e.latency
-				}
-				if e.at < killed || e.at+e.latency > restarted {
-					continue // sent before the kill, or answered after the restart
-				}
-				n++
-				outage = max(outage, e.latency)
-				code := status.Code(e.err)
-				switch mode {
-				case "allow":
-					if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
-						t.Fatalf("-failure-mode allow, Redis down: %v %v; want OK", e.resp.GetOverallCode(), e.err)
-					}
-				case "deny":
-					if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(e.resp, rls.HeaderReason) != "rate limit store unavailable" {
-						t.Fatalf("-failure-mode deny, Redis down: %v %v, reason %q; want OVER_LIMIT saying the store is unavailable",
-							e.resp.GetOverallCode(), e.err, header(e.resp, rls.HeaderReason))
-					}
-				case "error":
-					if code != codes.Unavailable {
-						t.Fatalf("-failure-mode error, Redis down: %v; want gRPC UNAVAILABLE", e.err)
-					}
-				case "local":
-					if e.err != nil {
-						t.Fatalf("-failure-mode local, Redis down: %v", e.err)
-					}
-					if e.resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
-						admittedDown[e.key]++
-					}
-				}
-			}
-			if n == 0 {
-				t.Fatal("no request was answered while Redis was down")
-			}
-			if mode == "local" {
-				share, most := int(float64(limit)*localShare), 0
-				for k, got := range admittedDown {
-					most = max(most, got)
-					if got > share {
-						t.Errorf("-failure-mode local: client %d admitted %d times while Redis was down; want at most %d (local share %v of %d)", k, got, share, localShare, limit)
-					}
-				}
-				t.Logf("local: at most %d admitted per client while Redis was down (share %d)", most, share)
-			}
-			t.Logf("%s: %d answers while Redis was down, the slowest in %v; slowest of all %v (store timeout %v)", mode, n, outage, slowest, storeTimeout)
-			if slowest > storeTimeout+margin {
-				t.Errorf("slowest reply %v; want within the store timeout %v (+%v margin)", slowest, storeTimeout, margin)
-			}
-		})
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,4 +321,30 @@ func histogramMax(mf map[string]*dto.MetricFamily, name string) float64 {
 		}
 	}
 	return worst
+}
+
+// saturate keeps every core busy until the test ends, as a surge of
+// traffic would: fault tests must hold on a machine with no CPU to spare
+// (a test that passes only on an idle machine has found a bug). The spin
+// goroutines are preempted like any other, so the test's own work still
+// runs, late.
+func saturate(t *testing.T) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1_000_000; i++ {
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { close(stop); wg.Wait() })
 }

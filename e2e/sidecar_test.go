@@ -303,6 +303,7 @@ func TestSidecarUpstreamDown(t *testing.T) {
 	for _, outage := range outages {
 		for _, mode := range []string{"sync", "async"} {
 			t.Run(outage.name+"/"+mode, func(t *testing.T) {
+				saturate(t)
 				upstreamDown(t, mode, outage.start, outage.end)
 			})
 		}

@@ -170,7 +170,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 			requests, want = append(requests, items), append(want, w)
 			batch = append(batch, newRef(rs.decideCall(items, now)))
 		}
-		rs.exec(batch)
+		rs.exec(rs.fuse(batch))
 		fused++
 		for i, rc := range batch {
 			c := rc.c

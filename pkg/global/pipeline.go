@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,7 @@ func (r *Redis) write(fl *inflight) {
 	batch := make([]ref, 0, r.opts.MaxBatch)
 	take := func(c *call) {
 		if !c.abandoned.Load() { // its requester gave up: spare Redis the work
-			batch = append(batch, ref{c, c.gen})
+			batch = append(batch, ref{c, c.gen, len(c.keys)})
 		}
 	}
 	for {
@@ -40,10 +41,13 @@ func (r *Redis) write(fl *inflight) {
 		if len(batch) == 0 {
 			continue
 		}
+		// Fused before the watchdog can see them: from then on a call may
+		// be answered, and reused, under the writer.
+		groups := r.fuse(batch)
 		fl.mu.Lock()
 		fl.sentAt, fl.calls = time.Now().UnixNano(), batch
 		fl.mu.Unlock()
-		r.exec(batch)
+		r.exec(groups)
 		fl.mu.Lock()
 		fl.sentAt, fl.calls = 0, nil
 		fl.mu.Unlock()
@@ -79,24 +83,35 @@ func (r *Redis) watch() {
 			suspect = true // judged on the next tick, if it is on time too
 			continue
 		}
-		for i := range r.inflight {
-			fl := &r.inflight[i]
-			fl.mu.Lock()
-			if fl.sentAt != 0 && now.UnixNano()-fl.sentAt > r.opts.Timeout.Nanoseconds() {
-				for _, c := range fl.calls {
-					c.c.answer(c.gen, nil, ErrStalled)
-				}
-			}
-			fl.mu.Unlock()
-		}
-		r.failQueued(ErrStalled)
+		r.stall()
 	}
 }
 
+// stall fails the calls of the pipelines still overdue, and those queued,
+// with ErrStalled, unless a reply came in since the watchdog judged.
+func (r *Redis) stall() {
+	now := time.Now().UnixNano()
+	after := r.overdueAfter()
+	if now-r.lastReply.Load() <= after {
+		return
+	}
+	for i := range r.inflight {
+		fl := &r.inflight[i]
+		fl.mu.Lock()
+		if fl.sentAt != 0 && now-fl.sentAt > after {
+			for _, c := range fl.calls {
+				c.c.answer(c.gen, nil, ErrStalled)
+			}
+		}
+		fl.mu.Unlock()
+	}
+	r.failQueued(ErrStalled)
+}
+
 // overdue reports whether a pipeline has been on the wire longer than
-// Timeout while Redis answered nothing for as long.
+// overdueAfter while Redis answered nothing for as long.
 func (r *Redis) overdue(now time.Time) bool {
-	timeout := r.opts.Timeout.Nanoseconds()
+	timeout := r.overdueAfter()
 	if now.UnixNano()-r.lastReply.Load() <= timeout {
 		return false
 	}
@@ -164,13 +179,13 @@ func (r *Redis) fuse(batch []ref) []*fused {
 	return out
 }
 
-// exec sends batch as one pipeline of EVALSHA (decide calls fused, see
-// fuse), and those that found the script cache empty (NOSCRIPT) again as
-// EVAL, and answers every call.
-func (r *Redis) exec(batch []ref) {
+// exec sends groups (a batch fused, see fuse) as one pipeline of EVALSHA,
+// and those that found the script cache empty (NOSCRIPT) again as EVAL, and
+// answers every call.
+func (r *Redis) exec(groups []*fused) {
+	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), r.hardTimeout())
 	defer cancel()
-	groups := r.fuse(batch)
 	cmds := make([]*redis.Cmd, len(groups))
 	pipe := r.client.Pipeline()
 	for i, f := range groups {
@@ -179,7 +194,7 @@ func (r *Redis) exec(batch []ref) {
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var retry []int
 	for i, cmd := range cmds {
-		r.noteReply(cmd.Err())
+		r.noteReply(sent, cmd.Err())
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			retry = append(retry, i)
 			continue
@@ -195,18 +210,69 @@ func (r *Redis) exec(batch []ref) {
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
-		r.noteReply(cmds[i].Err())
+		r.noteReply(sent, cmds[i].Err())
 		groups[i].answer(decodeInts(cmds[i]))
 	}
 }
 
-// noteReply records that Redis answered, when err (a command's) says it
-// did: no error, or an error of Redis's own.
-func (r *Redis) noteReply(err error) {
+// noteReply records that Redis answered a pipeline sent at sent, when err
+// (a command's) says it did: no error, or an error of Redis's own.
+func (r *Redis) noteReply(sent time.Time, err error) {
 	var rerr redis.Error
 	if err == nil || errors.As(err, &rerr) {
-		r.lastReply.Store(time.Now().UnixNano())
+		now := time.Now()
+		r.lastReply.Store(now.UnixNano())
+		r.rtt.add(now, now.Sub(sent))
 	}
+}
+
+// overdueAfter is how long a pipeline may wait for its reply, in ns, before
+// it is overdue: Timeout, or twice the slowest round trip of the last
+// second when that is longer, within half the hard timeout.
+func (r *Redis) overdueAfter() int64 {
+	return min(max(r.opts.Timeout, 2*r.rtt.max(time.Now())), r.hardTimeout()/2).Nanoseconds()
+}
+
+// rttSlice is how long one slot of rttWindow covers.
+const rttSlice = 250 * time.Millisecond
+
+// rttWindow is the slowest round trip Redis took in each of the last four
+// slices of time: what "slow" has lately meant for it. Round trips on a
+// busy machine are heavy-tailed (Redis waits its turn for a core with the
+// rest), so a maximum, not a mean and deviation, tells a Redis that is
+// still answering from one that has stopped. It is safe for concurrent
+// use.
+type rttWindow struct {
+	mu    sync.Mutex
+	slots [4]struct {
+		at   int64 // the slice's number: UnixNano / rttSlice
+		slow time.Duration
+	}
+}
+
+func (w *rttWindow) add(now time.Time, rtt time.Duration) {
+	n := now.UnixNano() / int64(rttSlice)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &w.slots[n%int64(len(w.slots))]
+	if s.at != n {
+		s.at, s.slow = n, 0
+	}
+	s.slow = max(s.slow, rtt)
+}
+
+// max is the slowest round trip within the last second.
+func (w *rttWindow) max(now time.Time) time.Duration {
+	n := now.UnixNano() / int64(rttSlice)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var slow time.Duration
+	for _, s := range w.slots {
+		if n-s.at < int64(len(w.slots)) {
+			slow = max(slow, s.slow)
+		}
+	}
+	return slow
 }
 
 // answer hands each call of f its part of the reply: a decide call's is
@@ -215,7 +281,7 @@ func (f *fused) answer(reply []int64, err error) {
 	if err == nil && f.decide {
 		pos := 0
 		for _, c := range f.calls {
-			n := 1 + 4*len(c.c.keys)
+			n := 1 + 4*c.n
 			if pos+n > len(reply) {
 				break
 			}
@@ -224,7 +290,7 @@ func (f *fused) answer(reply []int64, err error) {
 		if pos == len(reply) {
 			pos = 0
 			for _, c := range f.calls {
-				n := 1 + 4*len(c.c.keys)
+				n := 1 + 4*c.n
 				c.c.answer(c.gen, reply[pos:pos+n:pos+n], nil)
 				pos += n
 			}

@@ -35,10 +35,13 @@ type RedisOptions struct {
 	// is taken to have stopped answering and the calls in flight and queued
 	// fail with ErrStalled. Time spent waiting for a writer, or for this
 	// process to get to a reply that has arrived, does not count: a
-	// saturated process is slow, not a dead store. Default 10ms, under
+	// saturated process is slow, not a dead store. Where Redis has lately
+	// been slower (a saturated machine, where it waits its turn for a
+	// core), overdue means slower than it has lately been: twice the
+	// slowest round trip of the last second, when that is longer. Default
+	// 10ms, under
 	// Envoy's default 20ms filter timeout. A pipeline is abandoned on the
-	// wire (its connection closed) only after HardTimeout, max(1s, 20 ×
-	// Timeout).
+	// wire (its connection closed) only after max(1s, 20 × Timeout).
 	Timeout time.Duration
 	// Writers is the number of pipelines in flight at once, each on its
 	// own connection. Default 4.
@@ -82,6 +85,9 @@ type Redis struct {
 	inflight []inflight
 	// lastReply is when Redis last answered anything (UnixNano).
 	lastReply atomic.Int64
+	// rtt is how long pipelines have lately taken, for what counts as
+	// overdue.
+	rtt rttWindow
 }
 
 // ErrStalled says Redis stopped answering: a reply overdue past
@@ -126,10 +132,13 @@ func (c *call) answer(gen uint64, reply []int64, err error) {
 	}
 }
 
-// ref is a call as a writer or the watchdog holds it: with its generation.
+// ref is a call as a writer or the watchdog holds it: with its generation
+// and, for a decide call, its number of items, read when the writer took it
+// (once in flight, the call may be answered by the watchdog and reused).
 type ref struct {
 	c   *call
 	gen uint64
+	n   int
 }
 
 // inflight is one writer's pipeline on the wire.

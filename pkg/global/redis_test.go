@@ -263,7 +263,7 @@ func TestFusedRequestFailsAlone(t *testing.T) {
 	for _, items := range requests {
 		batch = append(batch, newRef(rs.decideCall(items, 0)))
 	}
-	rs.exec(batch)
+	rs.exec(rs.fuse(batch))
 	for i, rc := range batch {
 		c := rc.c
 		out := make([]Result, 1)
@@ -355,4 +355,4 @@ func TestFuseBoundsItems(t *testing.T) {
 }
 
 // newRef is c as a writer holds it.
-func newRef(c *call) ref { return ref{c, c.gen} }
+func newRef(c *call) ref { return ref{c, c.gen, len(c.keys)} }

@@ -199,6 +199,7 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 		return d.shed(ctx, b)
 	}
 	d.opts.Metrics.storeError()
+	d.opts.Logger.Debug("store call failed", "error", err.Error())
 	d.breaker.Failure(probe, err)
 	return d.fail(ctx, b, err)
 }
