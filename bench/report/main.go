@@ -139,16 +139,22 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 	base, haveBase := find(rows, ceiling, top)
 	var b strings.Builder
 	fmt.Fprintf(&b, "At %d concurrent callers:\n\n", top)
-	b.WriteString("| configuration | req/s | % of ceiling | p50 µs | p99 µs | p99 / ceiling's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
+	b.WriteString("| configuration | decided req/s | % of ceiling | p50 µs | p99 µs | p99 / ceiling's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range labels(rows) {
 		r, ok := find(rows, l, top)
 		if !ok {
 			continue
 		}
+		if r.Failed() {
+			// A run with failed requests is a failed run, never a figure.
+			fmt.Fprintf(&b, "| %s | **failed run** (%s) | – | – | – | – | – | %d | %d | %d | – | – | – | – |\n",
+				l, r.ErrorText(), r.OK, r.OverLimit, r.Errors+r.Unknown)
+			continue
+		}
 		pct, p99x := "–", "–"
-		if haveBase && base.RPS > 0 {
-			pct = fmt.Sprintf("%.0f%%", 100*r.RPS/base.RPS)
+		if haveBase && base.DecidedRPS > 0 && !base.Failed() {
+			pct = fmt.Sprintf("%.0f%%", 100*r.DecidedRPS/base.DecidedRPS)
 			p99x = fmt.Sprintf("%.2f", r.Latency.P99/base.Latency.P99)
 		}
 		trips, reads, cmds := "–", "–", "–"
@@ -163,9 +169,9 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 			cpu[i] = fmt.Sprintf("%.1f", us)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.0f | %d | %d | %d | %s | %s | %s | %s |\n",
-			l, r.RPS, pct, r.Latency.P50, r.Latency.P99, p99x, r.Latency.P999, r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "))
+			l, r.DecidedRPS, pct, r.Latency.P50, r.Latency.P99, p99x, r.Latency.P999, r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "))
 	}
-	b.WriteString("\nThroughput (req/s) and p99 (µs) by concurrent callers:\n\n| configuration |")
+	b.WriteString("\nDecided requests/s and p99 (µs) by concurrent callers (a run with failed requests shows its failures, not a throughput):\n\n| configuration |")
 	for _, c := range cs {
 		fmt.Fprintf(&b, " %d |", c)
 	}
@@ -177,8 +183,10 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 	for _, l := range labels(rows) {
 		fmt.Fprintf(&b, "| %s |", l)
 		for _, c := range cs {
-			if r, ok := find(rows, l, c); ok {
-				fmt.Fprintf(&b, " %.0f / %.0f |", r.RPS, r.Latency.P99)
+			if r, ok := find(rows, l, c); ok && r.Failed() {
+				fmt.Fprintf(&b, " failed: %d errors |", r.Errors+r.Unknown)
+			} else if ok {
+				fmt.Fprintf(&b, " %.0f / %.0f |", r.DecidedRPS, r.Latency.P99)
 			} else {
 				b.WriteString(" – |")
 			}
@@ -199,6 +207,9 @@ func plot(w io.Writer, rows []row) error {
 		width, panelW, panelH = 1040, 420, 300
 		left, top, gap        = 70, 40, 90
 	)
+	// Failed runs measure failures, not throughput: they are not plotted
+	// (the table names them).
+	rows = slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.Failed() })
 	ls := labels(rows)
 	legendH := 20 * len(ls)
 	height := top + panelH + 60 + legendH
@@ -210,7 +221,7 @@ func plot(w io.Writer, rows []row) error {
 		title string
 		value func(row) float64
 	}{
-		{"Throughput (requests/s)", func(r row) float64 { return r.RPS }},
+		{"Decided requests/s", func(r row) float64 { return r.DecidedRPS }},
 		{"p99 latency (ms)", func(r row) float64 { return r.Latency.P99 / 1000 }},
 	}
 	for p, panel := range panels {

@@ -104,7 +104,7 @@ func TestTextRun(t *testing.T) {
 	if code := run(context.Background(), []string{"-target", addr, "-requests", "20", "-rate", "2000"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"open loop at 2000/s", "req/s", "p99.9", "intended", "service"} {
+	for _, want := range []string{"open loop at 2000/s", "decided/s", "p99.9", "intended", "service"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, stdout.String())
 		}

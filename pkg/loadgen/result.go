@@ -44,6 +44,10 @@ type Result struct {
 	Unsent uint64 `json:"unsent,omitempty"`
 	// RPS is Sent per elapsed second.
 	RPS float64 `json:"rps"`
+	// DecidedRPS is the answered requests (OK and OverLimit) per elapsed
+	// second: the throughput. Failed requests never count in it; a run with
+	// any (Failed) is not a measurement of throughput at all.
+	DecidedRPS float64 `json:"decided_rps"`
 
 	// Latency is from the actual send in closed loop, from the intended send
 	// time in open loop (coordinated omission corrected).
@@ -127,6 +131,7 @@ func newResult(opts Options, target string, callers []*caller, elapsed time.Dura
 	}
 	if elapsed > 0 {
 		r.RPS = float64(r.Sent) / elapsed.Seconds()
+		r.DecidedRPS = float64(r.OK+r.OverLimit) / elapsed.Seconds()
 	}
 	r.Latency = summarize(r.Latencies)
 	if r.ServiceLatencies != nil {
@@ -141,6 +146,25 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return json.NewEncoder(w).Encode(r)
 }
 
+// Failed reports whether any request was not decided (a gRPC error or an
+// unknown overall code): such a run measures failures, not throughput.
+func (r *Result) Failed() bool { return r.Errors > 0 || r.Unknown > 0 }
+
+// errorText lists the errors by gRPC code: "Unavailable=12 DeadlineExceeded=3".
+func (r *Result) errorText() string {
+	var parts []string
+	for _, name := range sortedKeys(r.ErrorsByCode) {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, r.ErrorsByCode[name]))
+	}
+	if r.Unknown > 0 {
+		parts = append(parts, fmt.Sprintf("unknown-code=%d", r.Unknown))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ErrorText lists the errors by gRPC code, for reports.
+func (r *Result) ErrorText() string { return r.errorText() }
+
 // WriteText writes r as a compact table.
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
@@ -153,10 +177,13 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Interrupted {
 		b.WriteString("INTERRUPTED: figures cover part of the run\n")
 	}
+	if r.Failed() {
+		fmt.Fprintf(&b, "FAILED RUN: %d requests not decided (%s); its throughput measures nothing\n", r.Errors+r.Unknown, r.errorText())
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "elapsed\tsent\treq/s\tok\tover_limit\tunknown\terrors\tunsent\tallocs/req\t\n")
+	fmt.Fprintf(tw, "elapsed\tsent\tdecided/s\tok\tover_limit\tunknown\terrors\tunsent\tallocs/req\t\n")
 	fmt.Fprintf(tw, "%.2fs\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.1f\t\n",
-		r.ElapsedSeconds, r.Sent, r.RPS, r.OK, r.OverLimit, r.Unknown, r.Errors, r.Unsent, r.ClientAllocsPerReq)
+		r.ElapsedSeconds, r.Sent, r.DecidedRPS, r.OK, r.OverLimit, r.Unknown, r.Errors, r.Unsent, r.ClientAllocsPerReq)
 	tw.Flush()
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "latency\tp50\tp90\tp99\tp99.9\tmax\tmean\t\n")
@@ -172,11 +199,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	tw.Flush()
 	if len(r.ErrorsByCode) > 0 {
-		b.WriteString("errors:")
-		for _, name := range sortedKeys(r.ErrorsByCode) {
-			fmt.Fprintf(&b, " %s=%d", name, r.ErrorsByCode[name])
-		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, "errors: %s\n", r.errorText())
 	}
 	if f := r.Redis; f != nil {
 		reads := "n/a"

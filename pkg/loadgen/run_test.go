@@ -137,6 +137,16 @@ func TestCountsByOutcome(t *testing.T) {
 		t.Fatalf("sent %d ok %d over %d errors %v; want 300 with each outcome and only Unavailable errors",
 			res.Sent, res.OK, res.OverLimit, res.ErrorsByCode)
 	}
+	// Throughput counts the decided requests only, and the run says it
+	// failed, with the errors by code next to it.
+	if want := float64(res.OK+res.OverLimit) / res.ElapsedSeconds; res.DecidedRPS != want || !res.Failed() {
+		t.Errorf("decided/s %v, failed %v; want %v and a failed run", res.DecidedRPS, res.Failed(), want)
+	}
+	var text strings.Builder
+	res.WriteText(&text)
+	if !strings.Contains(text.String(), "FAILED RUN") || !strings.Contains(text.String(), "Unavailable=") {
+		t.Errorf("text of a run with errors:\n%s", text.String())
+	}
 }
 
 func TestWarmupIsNotCounted(t *testing.T) {
@@ -311,7 +321,7 @@ func TestResultOutput(t *testing.T) {
 	if err := res.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"req/s", "p99.9", "intended", "service", "open loop at 1000/s"} {
+	for _, want := range []string{"decided/s", "p99.9", "intended", "service", "open loop at 1000/s"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, text.String())
 		}
@@ -338,6 +348,6 @@ func BenchmarkClosedLoopNoop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(res.RPS, "req/s")
+	b.ReportMetric(res.RPS, "decided/s")
 	b.ReportMetric(res.ClientAllocsPerReq, "client-allocs/req")
 }
