@@ -76,8 +76,10 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // newRedisClient builds the client the flags ask for, or nil for none.
 // Timeouts come from the store's context (ContextTimeoutEnabled), so one
-// bound covers dialing, writing and reading, and go-redis does not retry
-// on its own: the breaker and the failure mode handle a dead Redis.
+// bound covers dialing, writing and reading, and go-redis retries neither
+// commands nor dials (its default, five dials 100 ms apart, makes a Redis
+// that refuses connections look like one that stopped answering): the
+// breaker and the failure mode handle a dead Redis.
 func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 	var tlsConf *tls.Config
 	if o.redisTLS || o.redisCA != "" {
@@ -110,6 +112,7 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 		opts.PoolSize = o.redisPool
 		opts.MinIdleConns = min(o.redisPool, o.writers)
 		opts.MaxRetries = -1
+		opts.DialerRetries = 1
 		opts.DialTimeout = dial
 		opts.ContextTimeoutEnabled = true
 		return redis.NewClient(opts), false, nil
@@ -122,6 +125,7 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 			PoolSize:              o.redisPool,
 			MinIdleConns:          min(o.redisPool, o.writers),
 			MaxRetries:            -1,
+			DialerRetries:         1,
 			DialTimeout:           dial,
 			ContextTimeoutEnabled: true,
 		}), true, nil
@@ -135,6 +139,7 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 			PoolSize:              o.redisPool,
 			MinIdleConns:          min(o.redisPool, o.writers),
 			MaxRetries:            -1,
+			DialerRetries:         1,
 			DialTimeout:           dial,
 			ContextTimeoutEnabled: true,
 		}), false, nil

@@ -87,11 +87,15 @@ type StoreOptions struct {
 // StoreDecider decides on a store (Redis) and tells three things apart:
 //
 //   - The store failed this request: it refused or reset the connection,
-//     or stopped answering (global.ErrStalled). The request is decided by
-//     the failure mode, and the failure counts towards the circuit breaker
-//     (pkg/breaker: a failure rate over a window), which, once open, stops
-//     calling the store for its cooldown and lets one probe through at a
-//     time after it.
+//     or stopped answering (global.ErrStalled). The failure counts towards
+//     the circuit breaker (pkg/breaker: a failure rate over a window),
+//     which, once open, stops calling the store for its cooldown and lets
+//     one probe through at a time after it; while it is open, requests are
+//     decided by the failure mode. A refused or reset connection is decided
+//     by the failure mode at once; a stall, while the breaker is still
+//     closed, is shed as below, since on a machine with no CPU to spare a
+//     healthy Redis can go unscheduled for longer than any timeout fit for
+//     Envoy, and only the failure rate tells that from a Redis gone.
 //   - The process is overloaded: the store has not answered by the time
 //     the caller's deadline is near (or MaxWait has passed) and has not
 //     failed either. The request is shed, decided in memory at LocalShare
@@ -201,6 +205,12 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	d.opts.Metrics.storeError()
 	d.opts.Logger.Debug("store call failed", "error", err.Error())
 	d.breaker.Failure(probe, err)
+	if errors.Is(err, global.ErrStalled) && d.breaker.State() == breaker.Closed {
+		// Redis has not answered for a while. On a machine with no CPU to
+		// spare a healthy Redis can wait that long for a core: until the
+		// breaker's failure rate says Redis is down, decide in memory.
+		return d.shed(ctx, b)
+	}
 	return d.fail(ctx, b, err)
 }
 

@@ -176,3 +176,43 @@ func TestOverloadIsShed(t *testing.T) {
 		})
 	}
 }
+
+// stalledStore is a store whose Redis has stopped answering.
+type stalledStore struct{ calls atomic.Int64 }
+
+func (s *stalledStore) Decide(context.Context, []global.Item, []global.Result) error {
+	s.calls.Add(1)
+	return global.ErrStalled
+}
+
+// TestStallIsShedUntilTheBreakerOpens: a Redis that has not answered for
+// a while may only be waiting for a core: its requests are decided in
+// memory until the failure rate opens the breaker, then by the failure
+// mode (never UNAVAILABLE before).
+func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "s")}}
+	store := &stalledStore{}
+	fallback, _ := global.NewMemory(global.MemoryOptions{})
+	now := time.Unix(1_780_000_000, 0)
+	d, err := NewStoreDecider(StoreOptions{Store: store, Mode: FailError, Fallback: fallback, Breaker: breaker.Options{MinCalls: 4},
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		_, err := svc.ShouldRateLimit(context.Background(), req)
+		if i < 3 && err != nil {
+			t.Fatalf("request %d, breaker closed: %v; want a local answer", i, err)
+		}
+		if i >= 3 && status.Code(err) != codes.Unavailable {
+			t.Fatalf("request %d, breaker open: %v; want UNAVAILABLE (-failure-mode error)", i, err)
+		}
+	}
+	if n := store.calls.Load(); n != 4 {
+		t.Errorf("%d store calls; want 4 (then the breaker opened)", n)
+	}
+}
