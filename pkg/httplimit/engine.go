@@ -26,7 +26,11 @@ type EngineOptions struct {
 	Config string
 	// Redis, if set, counts the limits in Redis, shared by every instance
 	// of the service (*redis.Client, *redis.ClusterClient); by default they
-	// are counted in this process.
+	// are counted in this process. Configure it as the server does, with
+	// MaxRetries -1 and DialerRetries 1: go-redis's own retries would make
+	// a Redis that refuses connections look like one that stopped
+	// answering, whose requests are decided in memory rather than by
+	// FailureMode until the breaker opens.
 	Redis global.Scripter
 	// Cluster says Redis is a Redis Cluster.
 	Cluster bool

@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -82,8 +83,14 @@ func TestEngineSharedRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := configFile(t)
 	reg := prometheus.NewRegistry()
-	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9, Registerer: reg}))
-	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: srv.Client(t), Timeout: 1e9}))
+	// Clients configured as EngineOptions.Redis advises.
+	client := func() *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9, Registerer: reg}))
+	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9}))
 	if n := admitted(t, 10, "shared", a, b); n != 3 {
 		t.Errorf("two instances on one Redis admitted %d of 10 on 3 a minute; want 3", n)
 	}
