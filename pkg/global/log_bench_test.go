@@ -3,7 +3,6 @@ package global
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -14,13 +13,7 @@ import (
 // largest log a config may have, near full. It reports Redis's own time per
 // decision, which must not grow with the log.
 func BenchmarkRedisSlidingLog(b *testing.B) {
-	srv := redistest.Start(b)
-	client := srv.Client(b)
-	rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rs.Close()
+	rs, client := benchRedis(b)
 	ctx := context.Background()
 	p := algorithm.Params{Kind: algorithm.SlidingLog, Limit: 10_000, Window: 3600 * sec}
 	key := Key(redistest.Prefix(b), "log")
