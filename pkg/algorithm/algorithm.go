@@ -16,9 +16,12 @@ package algorithm
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Kind names an algorithm. The zero value is TokenBucket, the default.
+// Everything an algorithm is (its name, decision, refund, validation and
+// bounds) is one row of the table in kinds.go.
 type Kind uint8
 
 const (
@@ -30,18 +33,43 @@ const (
 	numKinds
 )
 
-var kindNames = [numKinds]string{"token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"}
-
 func (k Kind) String() string {
 	if k < numKinds {
-		return kindNames[k]
+		return kinds[k].name
 	}
 	return fmt.Sprintf("Kind(%d)", k)
 }
 
+// ParseKind parses an algorithm's name, case-insensitively.
+func ParseKind(s string) (Kind, error) {
+	for k := range numKinds {
+		if strings.EqualFold(s, kinds[k].name) {
+			return k, nil
+		}
+	}
+	names := make([]string, numKinds)
+	for k := range numKinds {
+		names[k] = kinds[k].name
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want %s)", s, strings.Join(names, ", "))
+}
+
+// Kinds lists every algorithm.
+func Kinds() []Kind {
+	out := make([]Kind, numKinds)
+	for k := range numKinds {
+		out[k] = k
+	}
+	return out
+}
+
+// HasBurst reports whether the algorithm has a capacity of its own
+// (Params.Burst); the others admit Limit per Window.
+func (k Kind) HasBurst() bool { return k < numKinds && kinds[k].hasBurst }
+
 // Params describe one limit: Limit units of cost per Window microseconds.
-// Burst is the capacity of token_bucket and gcra (at least 1); the window
-// algorithms ignore it.
+// Burst is the capacity of the algorithms that have one (Kind.HasBurst);
+// the others ignore it.
 type Params struct {
 	Kind   Kind
 	Limit  int64
@@ -49,17 +77,26 @@ type Params struct {
 	Burst  int64
 }
 
-// Validate reports whether p can be decided on.
+// MaxWindow is the longest window, in µs: 100 years of 365 days.
+const MaxWindow = 100 * 365 * 24 * 3600 * 1_000_000
+
+// Validate reports whether p can be decided on: a known algorithm, a limit
+// and a window of at least 1 (the window at most MaxWindow), a burst of at
+// least 1 where the algorithm has one, and the algorithm's own rules.
+// Stores refuse items whose Params do not validate.
 func (p Params) Validate() error {
 	switch {
 	case p.Kind >= numKinds:
 		return fmt.Errorf("unknown algorithm %d", p.Kind)
 	case p.Limit < 1:
 		return fmt.Errorf("limit %d: must be at least 1", p.Limit)
-	case p.Window < 1:
-		return fmt.Errorf("window %dµs: must be at least 1µs", p.Window)
-	case (p.Kind == TokenBucket || p.Kind == GCRA) && p.Burst < 1:
+	case p.Window < 1 || p.Window > MaxWindow:
+		return fmt.Errorf("window %dµs: must be 1µs to %dµs", p.Window, int64(MaxWindow))
+	case p.Kind.HasBurst() && p.Burst < 1:
 		return fmt.Errorf("burst %d: must be at least 1", p.Burst)
+	}
+	if v := kinds[p.Kind].validate; v != nil {
+		return v(p)
 	}
 	return nil
 }
@@ -108,7 +145,8 @@ type State struct {
 	Log    []Run
 }
 
-// Decide runs p's algorithm. A cost of zero checks without consuming: the
+// Decide runs p's algorithm; p must be valid (Params.Validate: stores
+// check). A cost of zero checks without consuming: the
 // decision is the one a cost of 1 would get, and the state is unchanged.
 // now may go backwards between calls; no algorithm hands out allowance when
 // it does.
@@ -132,18 +170,7 @@ func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 }
 
 func decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	switch p.Kind {
-	case GCRA:
-		return gcra(s, p, now, cost, mode)
-	case SlidingWindow:
-		return slidingWindow(s, p, now, cost, mode)
-	case FixedWindow:
-		return fixedWindow(s, p, now, cost, mode)
-	case SlidingLog:
-		return slidingLog(s, p, now, cost, mode)
-	default:
-		return tokenBucket(s, p, now, cost, mode)
-	}
+	return kinds[p.Kind].decide(s, p, now, cost, mode)
 }
 
 // need is the cost a decision is judged on: a zero-cost check asks whether

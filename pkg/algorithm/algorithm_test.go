@@ -3,6 +3,7 @@ package algorithm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -284,5 +285,46 @@ func TestForceLogBounded(t *testing.T) {
 	}
 	if _, r := Decide(s, p, t0+11*sec, 1, Take); !r.Allowed {
 		t.Errorf("denied once the recorded hits left: %+v", r)
+	}
+}
+
+func TestKindNames(t *testing.T) {
+	for _, k := range Kinds() {
+		got, err := ParseKind(strings.ToUpper(k.String()))
+		if err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", k, got, err, k)
+		}
+	}
+	if Kind(0) != TokenBucket {
+		t.Error("the zero Kind is not TokenBucket")
+	}
+	if _, err := ParseKind(""); err == nil {
+		t.Error(`ParseKind("") succeeded`)
+	}
+	if err := (Params{Kind: numKinds, Limit: 1, Window: 1, Burst: 1}).Validate(); err == nil {
+		t.Error("an unknown kind validates")
+	}
+}
+
+// TestRefundUndoesTake: a refund of a take, right after it, leaves every
+// algorithm where it was; takes by others after it stay.
+func TestRefundUndoesTake(t *testing.T) {
+	t0 := int64(1_780_000_020) * sec
+	for _, k := range Kinds() {
+		t.Run(k.String(), func(t *testing.T) {
+			p := Params{k, 10, 10 * sec, 10}
+			s, _ := Decide(State{}, p, t0, 3, Take)
+			_, before := Decide(s, p, t0+1, 0, Take)
+			s, r := Decide(s, p, t0+1, 4, Take)
+			if !r.Allowed {
+				t.Fatalf("take: %+v", r)
+			}
+			s, _ = Decide(s, p, t0+2, 1, Take) // another request's, after
+			s = Refund(s, p, t0+1, 4)
+			_, after := Decide(s, p, t0+2, 0, Take)
+			if after.Remaining != before.Remaining-1 {
+				t.Fatalf("after the refund: %d left; want %d (the other request's 1 taken)", after.Remaining, before.Remaining-1)
+			}
+		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 // configErrors returns every *Error inside err, unwrapping errors.Join.
@@ -100,7 +102,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "burst without a bucket", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      algorithm: fixed_window\n      burst: 5\n"},
 			line: 8, reason: "burst applies only to token_bucket and gcra, not fixed_window"},
 		{name: "sliding_log above cap", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 10001\n      algorithm: sliding_log\n"},
-			line: 6, reason: "requests_per_unit may be at most 10000"},
+			line: 6, reason: "requests_per_unit (its limit) may be at most 10000"},
 		{name: "descriptor without key", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - value: v\n"},
 			line: 3, reason: "descriptor has no key"},
 		{name: "descriptor with empty key", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - key: k\n  - key: \"\"\n    value: v\n"},
@@ -226,15 +228,15 @@ func TestParseRateLimit(t *testing.T) {
 		{"unlimited with null unit", "unlimited: true\n      unit:",
 			RateLimit{Unlimited: true, UnitMultiplier: 1}},
 		{"gcra with burst", "unit: day\n      requests_per_unit: 100\n      algorithm: gcra\n      burst: 10",
-			RateLimit{Unit: UnitDay, UnitMultiplier: 1, RequestsPerUnit: 100, Algorithm: GCRA, Burst: 10}},
+			RateLimit{Unit: UnitDay, UnitMultiplier: 1, RequestsPerUnit: 100, Algorithm: algorithm.GCRA, Burst: 10}},
 		{"token bucket burst above the limit", "unit: second\n      requests_per_unit: 1\n      burst: 50",
 			RateLimit{Unit: UnitSecond, UnitMultiplier: 1, RequestsPerUnit: 1, Burst: 50}},
 		{"multiplier", "unit: minute\n      requests_per_unit: 20\n      unit_multiplier: 5\n      algorithm: Sliding_Window",
-			RateLimit{Unit: UnitMinute, UnitMultiplier: 5, RequestsPerUnit: 20, Algorithm: SlidingWindow, Burst: 20}},
+			RateLimit{Unit: UnitMinute, UnitMultiplier: 5, RequestsPerUnit: 20, Algorithm: algorithm.SlidingWindow, Burst: 20}},
 		{"sliding log at the cap", "unit: week\n      requests_per_unit: 10000\n      algorithm: sliding_log",
-			RateLimit{Unit: UnitWeek, UnitMultiplier: 1, RequestsPerUnit: 10000, Algorithm: SlidingLog, Burst: 10000}},
+			RateLimit{Unit: UnitWeek, UnitMultiplier: 1, RequestsPerUnit: 10000, Algorithm: algorithm.SlidingLog, Burst: 10000}},
 		{"fixed window month", "unit: month\n      requests_per_unit: 0x10\n      algorithm: fixed_window",
-			RateLimit{Unit: UnitMonth, UnitMultiplier: 1, RequestsPerUnit: 16, Algorithm: FixedWindow, Burst: 16}},
+			RateLimit{Unit: UnitMonth, UnitMultiplier: 1, RequestsPerUnit: 16, Algorithm: algorithm.FixedWindow, Burst: 16}},
 		{"longest window", "unit: year\n      requests_per_unit: 1\n      unit_multiplier: 100",
 			RateLimit{Unit: UnitYear, UnitMultiplier: 100, RequestsPerUnit: 1, Burst: 1}},
 	}
@@ -328,32 +330,17 @@ func TestUnitDurations(t *testing.T) {
 	}
 }
 
-func TestAlgorithmNames(t *testing.T) {
-	for a := TokenBucket; a <= SlidingLog; a++ {
-		got, err := ParseAlgorithm(a.String())
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %v, %v; want %v", a.String(), got, err, a)
-		}
-	}
-	if Algorithm(0) != TokenBucket {
-		t.Error("the zero Algorithm is not TokenBucket")
-	}
-	if _, err := ParseAlgorithm(""); err == nil {
-		t.Error(`ParseAlgorithm("") succeeded`)
-	}
-}
-
 func TestStrings(t *testing.T) {
 	tests := []struct {
 		got, want string
 	}{
 		{RateLimit{Unlimited: true}.String(), "unlimited"},
 		{RateLimit{Unit: UnitSecond, UnitMultiplier: 1, RequestsPerUnit: 5, Burst: 5}.String(), "5 per second, token_bucket"},
-		{RateLimit{Unit: UnitMinute, UnitMultiplier: 5, RequestsPerUnit: 20, Algorithm: GCRA, Burst: 2}.String(), "20 per 5 minutes, gcra, burst 2"},
-		{RateLimit{Unit: UnitDay, UnitMultiplier: 1, RequestsPerUnit: 9, Algorithm: SlidingLog, Burst: 9}.String(), "9 per day, sliding_log"},
+		{RateLimit{Unit: UnitMinute, UnitMultiplier: 5, RequestsPerUnit: 20, Algorithm: algorithm.GCRA, Burst: 2}.String(), "20 per 5 minutes, gcra, burst 2"},
+		{RateLimit{Unit: UnitDay, UnitMultiplier: 1, RequestsPerUnit: 9, Algorithm: algorithm.SlidingLog, Burst: 9}.String(), "9 per day, sliding_log"},
 		{Unit(0).String(), "Unit(0)"},
 		{Unit(42).String(), "Unit(42)"},
-		{Algorithm(9).String(), "Algorithm(9)"},
+		{algorithm.Kind(9).String(), "Kind(9)"},
 		{(&Error{File: "f.yaml", Line: 3, Reason: "bad"}).Error(), "f.yaml:3: bad"},
 		{(&Error{File: "f.yaml", Reason: "bad"}).Error(), "f.yaml: bad"},
 	}

@@ -1,6 +1,10 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
 
 // rateLimit reads and checks a rate_limit block. Beyond the reference's
 // checks (a known unit unless unlimited; replaces entries named and not the
@@ -71,7 +75,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		if err != nil {
 			return rl, nil, err
 		}
-		if rl.Algorithm, err = ParseAlgorithm(s); err != nil {
+		if rl.Algorithm, err = algorithm.ParseKind(s); err != nil {
 			return rl, nil, w.errorf(f.val, "%v", err)
 		}
 	}
@@ -87,7 +91,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 
 	rl.Burst = rl.RequestsPerUnit
 	if f, ok := set("burst"); ok {
-		if rl.Algorithm != TokenBucket && rl.Algorithm != GCRA {
+		if !rl.Algorithm.HasBurst() {
 			return rl, nil, w.errorf(f.key, "burst applies only to token_bucket and gcra, not %s", rl.Algorithm)
 		}
 		if rl.Burst, err = w.integer(f.val, "burst"); err != nil {
@@ -98,10 +102,8 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		}
 	}
 
-	if rl.Algorithm == SlidingLog {
-		if err := CheckSlidingLog(rl.RequestsPerUnit); err != nil {
-			return rl, nil, w.errorf(rpu, "%v", err)
-		}
+	if err := CheckAlgorithm(rl.Algorithm, rl.RequestsPerUnit, rl.Burst); err != nil {
+		return rl, nil, w.errorf(rpu, "%v", err)
 	}
 	return rl, replaces, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 // Unit is the time unit of a limit. The zero value is no unit: it is what an
@@ -59,49 +61,15 @@ func ParseUnit(s string) (Unit, error) {
 	return 0, fmt.Errorf("unknown unit %q (want second, minute, hour, day, week, month or year)", s)
 }
 
-// Algorithm selects how a limit counts. The zero value is TokenBucket, the
-// default when a file names none.
-type Algorithm uint8
-
-// The algorithms a limit can use; see DESIGN.md for their definitions.
-const (
-	TokenBucket Algorithm = iota
-	GCRA
-	SlidingWindow
-	FixedWindow
-	SlidingLog
-)
-
-var algorithmNames = [...]string{"token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"}
-
-// String returns the algorithm's name as written in config files.
-func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
-}
-
-// ParseAlgorithm parses an algorithm name, case-insensitively like units.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for a, name := range algorithmNames {
-		if strings.EqualFold(s, name) {
-			return Algorithm(a), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown algorithm %q (want token_bucket, gcra, sliding_window, fixed_window or sliding_log)", s)
-}
-
-// MaxSlidingLogLimit caps requests_per_unit for sliding_log limits: the log
-// keeps one timestamp per admitted hit in the window, so a key's memory grows
-// with the limit (about 10000 × 8 bytes plus store overhead at the cap).
-// Larger limits should use sliding_window, which needs two counters.
-const MaxSlidingLogLimit = 10000
+// MaxSlidingLogLimit caps requests_per_unit for sliding_log limits
+// (algorithm.MaxSlidingLogLimit): the log keeps an entry per admitted
+// request in the window, so a key's memory grows with the limit.
+const MaxSlidingLogLimit = algorithm.MaxSlidingLogLimit
 
 // MaxWindow caps unit × unit_multiplier. It keeps every window, and "now"
 // plus a couple of windows in nanoseconds, well inside an int64 so that no
 // algorithm or store TTL overflows.
-const MaxWindow = 100 * 365 * 24 * time.Hour
+const MaxWindow = algorithm.MaxWindow * time.Microsecond
 
 // CheckWindow reports whether unit × multiplier is a window sluice can
 // count: a known unit, a multiplier of at least 1, at most MaxWindow in all.
@@ -120,14 +88,18 @@ func CheckWindow(u Unit, multiplier uint32) error {
 	return nil
 }
 
-// CheckSlidingLog reports whether a sliding_log may count requestsPerUnit
-// per window (see MaxSlidingLogLimit).
-func CheckSlidingLog(requestsPerUnit uint32) error {
-	if requestsPerUnit > MaxSlidingLogLimit {
-		return fmt.Errorf("sliding_log keeps one entry per request, so requests_per_unit may be at most %d (got %d); use sliding_window for larger limits",
-			MaxSlidingLogLimit, requestsPerUnit)
+// CheckAlgorithm reports whether requestsPerUnit (and burst) suit the
+// algorithm's own rules (a sliding log's cap, say): algorithm.Params.Validate,
+// with a window that is valid.
+func CheckAlgorithm(k algorithm.Kind, requestsPerUnit, burst uint32) error {
+	if requestsPerUnit == 0 {
+		return nil // blocks: never decided
 	}
-	return nil
+	p := algorithm.Params{Kind: k, Limit: int64(requestsPerUnit), Window: 1, Burst: int64(burst)}
+	if !k.HasBurst() {
+		p.Burst = 0
+	}
+	return p.Validate()
 }
 
 // Validate checks a limit built outside Parse (an Envoy override applied
@@ -139,16 +111,7 @@ func (r RateLimit) Validate() error {
 	if err := CheckWindow(r.Unit, r.UnitMultiplier); err != nil {
 		return err
 	}
-	if int(r.Algorithm) >= len(algorithmNames) {
-		return fmt.Errorf("unknown algorithm %v", r.Algorithm)
-	}
-	if r.HasBurst() && r.Burst < 1 && r.RequestsPerUnit > 0 {
-		return errors.New("burst must be at least 1")
-	}
-	if r.Algorithm == SlidingLog {
-		return CheckSlidingLog(r.RequestsPerUnit)
-	}
-	return nil
+	return CheckAlgorithm(r.Algorithm, r.RequestsPerUnit, r.Burst)
 }
 
 // RateLimit is the resolved rate_limit block of a descriptor.
@@ -162,7 +125,7 @@ type RateLimit struct {
 	UnitMultiplier  uint32 // >= 1
 	RequestsPerUnit uint32
 	Unlimited       bool
-	Algorithm       Algorithm
+	Algorithm       algorithm.Kind
 	Burst           uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
 }
 
@@ -178,8 +141,18 @@ func (r RateLimit) Window() time.Duration {
 
 // HasBurst reports whether the algorithm has a burst of its own
 // (token_bucket, gcra); the others admit RequestsPerUnit per window.
-func (r RateLimit) HasBurst() bool {
-	return r.Algorithm == TokenBucket || r.Algorithm == GCRA
+func (r RateLimit) HasBurst() bool { return r.Algorithm.HasBurst() }
+
+// Params are the algorithm's parameters for the limit: RequestsPerUnit per
+// Window, with its Burst. For a limit that blocks or is unlimited they are
+// not valid: such limits are never decided.
+func (r RateLimit) Params() algorithm.Params {
+	return algorithm.Params{
+		Kind:   r.Algorithm,
+		Limit:  int64(r.RequestsPerUnit),
+		Window: r.Window().Microseconds(),
+		Burst:  int64(r.Burst),
+	}
 }
 
 // Entry is one (key, value) pair of a request's descriptor. It is comparable

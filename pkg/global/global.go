@@ -7,7 +7,11 @@
 // descriptor config, gRPC or metrics, which belong to the callers.
 package global
 
-import "github.com/sluicehq/sluice/pkg/algorithm"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
 
 // Item is one limit of a request; Result is its decision.
 type (
@@ -17,3 +21,18 @@ type (
 
 // maxItems bounds the limits one request may carry to a store.
 const maxItems = 64
+
+// validate refuses items a store cannot decide: too many for one request,
+// or an item whose Params do not validate (an unknown algorithm, say),
+// which no store turns into another algorithm.
+func validate(items []Item) error {
+	if len(items) > maxItems {
+		return ErrTooManyItems
+	}
+	for i := range items {
+		if err := items[i].Params.Validate(); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	return nil
+}

@@ -122,8 +122,8 @@ var ErrTooManyItems = errors.New("too many limits in one request")
 // DecideAt decides items at now (µs since the epoch), all or nothing, and
 // writes one result per item to out.
 func (m *Memory) DecideAt(items []Item, out []Result, now int64) error {
-	if len(items) > maxItems {
-		return ErrTooManyItems
+	if err := validate(items); err != nil {
+		return err
 	}
 	if len(out) < len(items) {
 		return fmt.Errorf("memory store: %d results for %d items", len(out), len(items))

@@ -1,12 +1,14 @@
 package global
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
@@ -178,5 +180,20 @@ func TestMemoryBoundedInBytes(t *testing.T) {
 	}
 	if n := m.Len(); n == 0 || n >= 200 {
 		t.Errorf("%d keys held; want the newest few, within the budget", n)
+	}
+}
+
+// TestUnknownKindRefused: an item of an algorithm no store knows is an
+// error, never decided as another algorithm.
+func TestUnknownKindRefused(t *testing.T) {
+	m, _ := NewMemory(MemoryOptions{})
+	bad := []Item{{Key: "k", Params: algorithm.Params{Kind: algorithm.Kind(200), Limit: 1, Window: sec, Burst: 1}, Cost: 1}}
+	if err := m.DecideAt(bad, make([]Result, 1), 1_780_000_000*sec); err == nil {
+		t.Fatal("memory store decided an unknown algorithm")
+	}
+	srv := redistest.Start(t)
+	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t)})
+	if err := rs.Decide(context.Background(), bad, make([]Result, 1)); err == nil {
+		t.Fatal("Redis store decided an unknown algorithm")
 	}
 }

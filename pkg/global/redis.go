@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,8 +226,8 @@ func (r *Redis) Decide(ctx context.Context, items []Item, out []Result) error {
 // DecideAt decides items, all or nothing; now is used only with
 // RedisOptions.InjectTime.
 func (r *Redis) DecideAt(ctx context.Context, items []Item, out []Result, now int64) error {
-	if len(items) > maxItems {
-		return ErrTooManyItems
+	if err := validate(items); err != nil {
+		return err
 	}
 	if len(out) < len(items) {
 		return fmt.Errorf("redis store: %d results for %d items", len(out), len(items))
@@ -423,9 +422,8 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 		if !res[i].Allowed || it.Mode != algorithm.Take || it.Cost == 0 {
 			continue
 		}
-		interval := strconv.FormatFloat(float64(it.Params.Window)/float64(it.Params.Limit), 'g', 17, 64)
 		c.keys = append(c.keys, it.Key)
-		c.args = append(c.args, int(it.Params.Kind), it.Cost, interval, it.Params.Window)
+		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Cost)
 	}
 	if len(c.keys) == 0 {
 		r.calls.Put(c)

@@ -153,7 +153,7 @@ func (t *Tier) record(b *rls.Batch, now time.Time) {
 		}
 		t.pend(it.Key, uint64(it.Cost), at, at, func() hits {
 			desc := b.Descriptors[i]
-			h := hits{domain: b.Domain, path: b.Paths[i], override: desc.GetLimit(), memory: memory(it.Params).Nanoseconds()}
+			h := hits{domain: b.Domain, path: b.Paths[i], override: desc.GetLimit(), memory: 1000 * algorithm.Remembers(it.Params)}
 			h.entries = make([]config.Entry, len(desc.GetEntries()))
 			for j, e := range desc.GetEntries() {
 				h.entries[j] = config.Entry{Key: e.GetKey(), Value: rls.EntryValue(e.GetValue())}
@@ -161,20 +161,6 @@ func (t *Tier) record(b *rls.Batch, now time.Time) {
 			return h
 		})
 	}
-}
-
-// memory is how long a limit remembers a hit: a bucket refills it within
-// burst/rate, a window forgets it when the window has passed (two for the
-// sliding window's weighted previous one).
-func memory(p algorithm.Params) time.Duration {
-	w := time.Duration(p.Window) * time.Microsecond
-	switch p.Kind {
-	case algorithm.TokenBucket, algorithm.GCRA:
-		return time.Duration(float64(w) * float64(p.Burst) / float64(p.Limit))
-	case algorithm.SlidingWindow:
-		return 2 * w
-	}
-	return w
 }
 
 // worth is how many of h's hits are still worth recording at now. Sent

@@ -11,40 +11,16 @@ import (
 )
 
 // localLimit is the local token bucket for a limit at share of it: the
-// limit's rate, and a capacity that holds the most any run of requests the
-// global algorithm admits can spend at once, so that at share 1 the local
-// bucket never rejects what the global limit would admit (a proxy that alone
-// emptied the local bucket has certainly used up the global limit):
-//
-//   - token_bucket and gcra admit at most burst + rate·t over any t;
-//   - sliding_log admits at most limit in any window, which a bucket of
-//     capacity limit refilling at limit/window allows;
-//   - sliding_window's estimate never lets more than that through either
-//     (TestLocalNeverRejectsWhatGlobalAdmits checks it on random runs);
-//   - fixed_window admits limit at the end of one window and limit again at
-//     the start of the next: twice the limit at once.
-//
+// limit's rate, and the algorithm's capacity (algorithm.Capacity: the most
+// any run of requests it admits can spend at once), so that at share 1 the
+// local bucket never rejects what the global limit would admit (a proxy
+// that alone emptied the local bucket has certainly used up the global
+// limit; TestLocalNeverRejectsWhatGlobalAdmits checks it on random runs).
 // A share below 1 splits the limit across proxies; the capacity is kept at
 // least one request, so a small limit split many ways still admits.
 func localLimit(p algorithm.Params, share float64) localbucket.Limit {
 	perSecond := float64(p.Limit) * 1e6 / float64(p.Window)
-	capacity := float64(p.Limit)
-	switch p.Kind {
-	case algorithm.TokenBucket, algorithm.GCRA:
-		capacity = float64(p.Burst)
-	case algorithm.FixedWindow:
-		capacity = 2 * float64(p.Limit)
-	}
-	return localbucket.Limit{Rate: perSecond * share, Burst: max(1, capacity*share)}
-}
-
-// admissible is the largest cost one request can have that the global
-// algorithm may ever admit: a costlier request is rejected for good.
-func admissible(p algorithm.Params) int64 {
-	if p.Kind == algorithm.TokenBucket || p.Kind == algorithm.GCRA {
-		return p.Burst
-	}
-	return p.Limit
+	return localbucket.Limit{Rate: perSecond * share, Burst: max(1, float64(algorithm.Capacity(p))*share)}
 }
 
 // took is the set of items a local pass took tokens from: bit i for item
@@ -63,7 +39,7 @@ func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) (took, bool
 	for i, it := range b.Items {
 		lim := localLimit(it.Params, share)
 		var d localbucket.Decision
-		if it.Cost > admissible(it.Params) {
+		if it.Cost > algorithm.MaxCost(it.Params) {
 			w := time.Duration(it.Params.Window) * time.Microsecond
 			d = localbucket.Decision{RetryAfter: w}
 		} else {
@@ -117,7 +93,7 @@ func (t *Tier) returnLocal(b *rls.Batch, share float64, now time.Time, set took)
 // bucket's larger capacity for fixed windows), so that RateLimit's r never
 // exceeds what RateLimit-Policy's q allows.
 func result(d localbucket.Decision, lim localbucket.Limit, p algorithm.Params, share float64) global.Result {
-	size := max(1, float64(admissible(p))*share)
+	size := max(1, float64(algorithm.MaxCost(p))*share)
 	left := min(d.Remaining, size)
 	return global.Result{
 		Allowed:    d.Allowed,

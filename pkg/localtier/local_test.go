@@ -230,8 +230,8 @@ func TestWorth(t *testing.T) {
 	defer tier.Close()
 	now := tier.base.Add(time.Hour)
 	at := func(ago time.Duration) int64 { return now.Add(-ago).Sub(tier.base).Nanoseconds() }
-	fast := memory(algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 100}) // 1s
-	slow := memory(algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: 3600e6})          // 1h
+	fast := time.Duration(1000 * algorithm.Remembers(algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 100})) // 1s
+	slow := time.Duration(1000 * algorithm.Remembers(algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: 3600e6}))          // 1h
 	tests := []struct {
 		name string
 		h    hits

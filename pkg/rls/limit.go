@@ -11,31 +11,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/config"
 )
 
-// Params turns a configured limit into the algorithm's parameters.
-func Params(r config.RateLimit) algorithm.Params {
-	return algorithm.Params{
-		Kind:   kind(r.Algorithm),
-		Limit:  int64(r.RequestsPerUnit),
-		Window: r.Window().Microseconds(),
-		Burst:  int64(r.Burst),
-	}
-}
-
-func kind(a config.Algorithm) algorithm.Kind {
-	switch a {
-	case config.GCRA:
-		return algorithm.GCRA
-	case config.SlidingWindow:
-		return algorithm.SlidingWindow
-	case config.FixedWindow:
-		return algorithm.FixedWindow
-	case config.SlidingLog:
-		return algorithm.SlidingLog
-	default:
-		return algorithm.TokenBucket
-	}
-}
-
 // overrideUnit maps the unit of an Envoy limit override to ours
 // (envoy.type.v3.RateLimitUnit has no week).
 func overrideUnit(u typev3.RateLimitUnit) (config.Unit, bool) {
@@ -120,8 +95,10 @@ func withOverride(domain string, matched *config.Limit, o *ratelimitv3.RateLimit
 	rl.Unit, rl.UnitMultiplier = unit, mult
 	rl.RequestsPerUnit, rl.Burst = o.GetRequestsPerUnit(), o.GetRequestsPerUnit()
 	rl.Unlimited = false
-	if rl.Algorithm == config.SlidingLog && config.CheckSlidingLog(rl.RequestsPerUnit) != nil {
-		rl.Algorithm = config.SlidingWindow
+	if config.CheckAlgorithm(rl.Algorithm, rl.RequestsPerUnit, rl.Burst) != nil {
+		// Past the algorithm's own bounds (a sliding log's cap): the
+		// sliding window counts any limit.
+		rl.Algorithm = algorithm.SlidingWindow
 	}
 	if rl.Name == "" {
 		rl.Name = l.Path + ".override"

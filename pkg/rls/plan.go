@@ -120,7 +120,7 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []
 			if h := desc.GetHitsAddend(); h != nil {
 				cost = int64(h.GetValue()) // an explicit 0 checks without consuming
 			}
-			p := Params(l.RateLimit)
+			p := l.RateLimit.Params()
 			key := s.appendKey(buf[:0], domain, l, p, desc)
 			d.itemOf[i] = len(d.batch.Items)
 			d.batch.Items = append(d.batch.Items, global.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 func TestCompareSameAlgorithmAgrees(t *testing.T) {
@@ -14,7 +14,7 @@ func TestCompareSameAlgorithmAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, alg := range []config.Algorithm{config.TokenBucket, config.GCRA, config.SlidingWindow, config.FixedWindow, config.SlidingLog} {
+	for _, alg := range []algorithm.Kind{algorithm.TokenBucket, algorithm.GCRA, algorithm.SlidingWindow, algorithm.FixedWindow, algorithm.SlidingLog} {
 		a, _, c, err := RunBoth(cfg, trace, Options{Domain: "test"}, Override(alg), Override(alg))
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func TestCompareCounts(t *testing.T) {
 	// Hand-computed in TestRunKnownTraces: of six requests across the
 	// boundary at 10 s, fixed_window admits all, sliding_log the first 3.
 	trace := at(9.7, 9.8, 9.9, 10.0, 10.1, 10.2)
-	_, _, c, err := RunBoth(cfg, trace, Options{Domain: "test"}, Override(config.FixedWindow), Override(config.SlidingLog))
+	_, _, c, err := RunBoth(cfg, trace, Options{Domain: "test"}, Override(algorithm.FixedWindow), Override(algorithm.SlidingLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestCompareCounts(t *testing.T) {
 		t.Errorf("%s vs %s total %+v; want fixed_window vs sliding_log %+v", c.A, c.B, c.Total, want)
 	}
 	// The reverse order swaps the columns.
-	_, _, c, _ = RunBoth(cfg, trace, Options{Domain: "test"}, Override(config.SlidingLog), Override(config.FixedWindow))
+	_, _, c, _ = RunBoth(cfg, trace, Options{Domain: "test"}, Override(algorithm.SlidingLog), Override(algorithm.FixedWindow))
 	if c.Total.OnlyA != 0 || c.Total.OnlyB != 3 {
 		t.Errorf("reversed: only A %d, only B %d; want 0, 3", c.Total.OnlyA, c.Total.OnlyB)
 	}
@@ -57,7 +57,7 @@ func TestCompareBoundaryPattern(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, fw, c, err := RunBoth(cfg, trace, Options{Domain: "test"}, Override(config.SlidingWindow), Override(config.FixedWindow))
+	sw, fw, c, err := RunBoth(cfg, trace, Options{Domain: "test"}, Override(algorithm.SlidingWindow), Override(algorithm.FixedWindow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // It owns the simulation (Run, Compare, Accuracy), the trace sources (a CSV
 // reader and generated patterns), the plot (an SVG writer) and the config
 // check a CI job runs (Check). Decisions are algorithm.Decide on an
-// in-memory map of per-key state, with the parameters rls.Params gives the
+// in-memory map of per-key state, with the parameters config.RateLimit.Params gives the
 // server, so a simulated limit counts exactly as a deployed one would.
 //
 // Time is the trace's own: an int64 count of microseconds, as in package

@@ -137,7 +137,7 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 		}
 		rl := opts.Under.apply(l.RateLimit)
 		index[l] = int32(len(res.Limits))
-		params = append(params, rls.Params(rl))
+		params = append(params, rl.Params())
 		res.Limits = append(res.Limits, newLimitReport(l, rl))
 	}
 	if len(trace) > 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 
@@ -74,21 +75,21 @@ func TestRunKnownTraces(t *testing.T) {
 	tests := []struct {
 		name        string
 		trace       []Request
-		alg         config.Algorithm
+		alg         algorithm.Kind
 		admitted    []float64
 		worstSecond int64
 		worstWindow int64
 	}{
-		{"mixed/token_bucket", mixed, config.TokenBucket, []float64{0, 1, 2, 9, 10, 11, 15, 25}, 1, 4},
-		{"mixed/gcra", mixed, config.GCRA, []float64{0, 1, 2, 9, 10, 11, 15, 25}, 1, 4},
-		{"mixed/fixed_window", mixed, config.FixedWindow, []float64{0, 1, 2, 10, 11, 12, 25}, 1, 3},
-		{"mixed/sliding_window", mixed, config.SlidingWindow, []float64{0, 1, 2, 15, 25}, 1, 3},
-		{"mixed/sliding_log", mixed, config.SlidingLog, []float64{0, 1, 2, 10, 11, 12, 25}, 1, 3},
-		{"boundary/token_bucket", boundary, config.TokenBucket, []float64{9.7, 9.8, 9.9}, 3, 3},
-		{"boundary/gcra", boundary, config.GCRA, []float64{9.7, 9.8, 9.9}, 3, 3},
-		{"boundary/fixed_window", boundary, config.FixedWindow, []float64{9.7, 9.8, 9.9, 10.0, 10.1, 10.2}, 6, 6},
-		{"boundary/sliding_window", boundary, config.SlidingWindow, []float64{9.7, 9.8, 9.9}, 3, 3},
-		{"boundary/sliding_log", boundary, config.SlidingLog, []float64{9.7, 9.8, 9.9}, 3, 3},
+		{"mixed/token_bucket", mixed, algorithm.TokenBucket, []float64{0, 1, 2, 9, 10, 11, 15, 25}, 1, 4},
+		{"mixed/gcra", mixed, algorithm.GCRA, []float64{0, 1, 2, 9, 10, 11, 15, 25}, 1, 4},
+		{"mixed/fixed_window", mixed, algorithm.FixedWindow, []float64{0, 1, 2, 10, 11, 12, 25}, 1, 3},
+		{"mixed/sliding_window", mixed, algorithm.SlidingWindow, []float64{0, 1, 2, 15, 25}, 1, 3},
+		{"mixed/sliding_log", mixed, algorithm.SlidingLog, []float64{0, 1, 2, 10, 11, 12, 25}, 1, 3},
+		{"boundary/token_bucket", boundary, algorithm.TokenBucket, []float64{9.7, 9.8, 9.9}, 3, 3},
+		{"boundary/gcra", boundary, algorithm.GCRA, []float64{9.7, 9.8, 9.9}, 3, 3},
+		{"boundary/fixed_window", boundary, algorithm.FixedWindow, []float64{9.7, 9.8, 9.9, 10.0, 10.1, 10.2}, 6, 6},
+		{"boundary/sliding_window", boundary, algorithm.SlidingWindow, []float64{9.7, 9.8, 9.9}, 3, 3},
+		{"boundary/sliding_log", boundary, algorithm.SlidingLog, []float64{9.7, 9.8, 9.9}, 3, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestRunKnownTraces(t *testing.T) {
 func TestRunSeries(t *testing.T) {
 	cfg := parseConfig(t, threePer10s)
 	trace := at(0.5, 0.6, 0.7, 0.8, 2.1) // fixed window: the fourth is over
-	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(config.FixedWindow)})
+	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(algorithm.FixedWindow)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestRunCostUnlimitedBlockedUnmatched(t *testing.T) {
 		{Time: 4e6, Entries: []config.Entry{{Key: "other", Value: "c"}}},
 		{Time: 5e6}, // no entries: matches nothing
 	}
-	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(config.FixedWindow)})
+	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(algorithm.FixedWindow)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ descriptors:
 		algorithm string
 	}{
 		{Configured, "token_bucket", 20, "configured"},
-		{Override(config.GCRA), "gcra", 20, "gcra"},
-		{Override(config.SlidingWindow), "sliding_window", 0, "sliding_window"},
+		{Override(algorithm.GCRA), "gcra", 20, "gcra"},
+		{Override(algorithm.SlidingWindow), "sliding_window", 0, "sliding_window"},
 	} {
 		res, err := Run(cfg, trace, Options{Domain: "d", Under: tt.under})
 		if err != nil {
@@ -254,7 +255,7 @@ func TestRunWorstSpansPerKey(t *testing.T) {
 	for i := 3; i < 6; i++ {
 		trace[i].Entries = []config.Entry{{Key: "remote_address", Value: "10.0.0.2"}}
 	}
-	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(config.SlidingLog)})
+	res, err := Run(cfg, trace, Options{Domain: "test", Under: Override(algorithm.SlidingLog)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 
@@ -74,7 +75,7 @@ func TestWriteSVG(t *testing.T) {
 	}
 	odd := []config.Entry{{Key: `<odd & "quoted">`, Value: "x"}}
 	trace = append(trace, Request{Time: 5e6, Entries: odd}, Request{Time: 5e6, Entries: odd})
-	a, b, _, err := RunBoth(cfg, trace, Options{Domain: "test", Bucket: 2 * time.Second}, Override(config.SlidingWindow), Override(config.FixedWindow))
+	a, b, _, err := RunBoth(cfg, trace, Options{Domain: "test", Bucket: 2 * time.Second}, Override(algorithm.SlidingWindow), Override(algorithm.FixedWindow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -36,7 +37,7 @@ func (r Request) cost() int64 {
 // algorithm (the zero value, Configured), or one algorithm for every limit
 // (Override), so that two algorithms can be compared on one trace.
 type Under struct {
-	alg      config.Algorithm
+	alg      algorithm.Kind
 	override bool
 }
 
@@ -47,14 +48,14 @@ var Configured = Under{}
 // and burst. Window algorithms ignore burst; a limit overridden to
 // token_bucket or gcra gets the burst its config resolved, which is
 // requests_per_unit unless the file set one.
-func Override(a config.Algorithm) Under { return Under{alg: a, override: true} }
+func Override(a algorithm.Kind) Under { return Under{alg: a, override: true} }
 
 // ParseUnder reads an algorithm name, or "" or "configured" for Configured.
 func ParseUnder(s string) (Under, error) {
 	if s == "" || strings.EqualFold(s, "configured") {
 		return Configured, nil
 	}
-	a, err := config.ParseAlgorithm(s)
+	a, err := algorithm.ParseKind(s)
 	if err != nil {
 		return Configured, err
 	}

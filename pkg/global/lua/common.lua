@@ -33,15 +33,20 @@ local function window_start(now, window)
   return now - math.fmod(now, window)
 end
 
--- Fields stored per kind, in order.
-local FIELDS = {
-  [0] = { 'f', 't' },      -- token_bucket
-  [1] = { 'f' },           -- gcra
-  [2] = { 't', 'a', 'b' }, -- sliding_window
-  [3] = { 't', 'a' },      -- fixed_window
-}
+-- ALGORITHMS maps a kind (pkg/algorithm.Kind) to its module: a table
+-- with decide(st, p, now, cost, force) and refund(st, p, taken, cost), and
+-- either fields (its state is a string of these numbers, in this order) or
+-- load(item), store(item, st, ttl) and refund_key(item, taken, cost) for a
+-- state of its own shape. One Lua file per algorithm defines its module;
+-- the table itself is generated from pkg/algorithm's (see scripts.go).
+local ALGORITHMS
 
-local load_log, store_log -- defined in sliding_log.lua
+local function algorithm_of(kind)
+  local a = ALGORITHMS[kind]
+  if not a then error('unknown algorithm ' .. tostring(kind)) end
+  return a
+end
+
 
 -- values holds the encoded state of the string-state keys of this call,
 -- key -> string, or false where the key has none: filled by one MGET for
@@ -60,8 +65,16 @@ local function prefetch(keys)
   end
 end
 
+-- encode is a string state as stored: its fields, in order.
+local function encode(a, st)
+  local parts = {}
+  for i = 1, #a.fields do parts[i] = num(st[a.fields[i]]) end
+  return table.concat(parts, ' ')
+end
+
 local function load_state(item)
-  if item.kind == 4 then return load_log(item) end
+  local a = algorithm_of(item.kind)
+  if a.load then return a.load(item) end
   local v = values[item.key]
   if v == nil then -- not prefetched
     v = redis.call('GET', item.key) or false
@@ -69,7 +82,7 @@ local function load_state(item)
   end
   local st = { exists = false, f = 0, t = 0, a = 0, b = 0 }
   if not v then return st end
-  local fields, i = FIELDS[item.kind], 1
+  local fields, i = a.fields, 1
   for word in string.gmatch(v, '%S+') do
     st[fields[i]] = tonumber(word)
     i = i + 1
@@ -85,10 +98,36 @@ local function store_state(item, st, reset)
     return
   end
   local ttl = math.ceil(reset / 1000) -- µs to ms, rounded up
-  if item.kind == 4 then return store_log(item, st, ttl) end
-  local fields, parts = FIELDS[item.kind], {}
-  for i = 1, #fields do parts[i] = num(st[fields[i]]) end
-  local v = table.concat(parts, ' ')
+  local a = algorithm_of(item.kind)
+  if a.store then return a.store(item, st, ttl) end
+  local v = encode(a, st)
   redis.call('SET', item.key, v, 'PX', ttl)
   values[item.key] = v
+end
+
+-- refund_state gives back what a take of item.cost at taken consumed, as
+-- pkg/algorithm.Refund does, leaving the key's expiry as it was.
+local function refund_state(item, taken)
+  local a = algorithm_of(item.kind)
+  if item.cost <= 0 then return end
+  if a.refund_key then return a.refund_key(item, taken, item.cost) end
+  local st = load_state(item)
+  if not st.exists then return end
+  st = a.refund(st, item, taken, item.cost)
+  local v = encode(a, st)
+  redis.call('SET', item.key, v, 'KEEPTTL')
+  values[item.key] = v
+end
+
+-- decide runs an item's algorithm, as pkg/algorithm.Decide: force records
+-- the cost even where it does not fit and answers as a zero-cost check
+-- right after would: for the next request.
+local function decide(st, p, now, cost, force)
+  local a = algorithm_of(p.kind)
+  if force then
+    st = a.decide(st, p, now, cost, true)
+    local _, r = a.decide(st, p, now, 0, false)
+    return st, r
+  end
+  return a.decide(st, p, now, cost, false)
 end

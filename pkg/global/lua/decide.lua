@@ -1,6 +1,6 @@
 -- sluice: decide the limits of one or more requests, each atomically and
 -- all or nothing, one after the other as if each were its own call.
--- Mirrors pkg/algorithm (DecideAll and the five algorithms) line for line;
+-- Mirrors pkg/algorithm (DecideAll and the algorithms) line for line;
 -- the Go differential tests hold the two to the same results.
 --
 -- KEYS      the items' state keys, request after request
@@ -9,7 +9,7 @@
 --           per call, so the requests of one call share an instant)
 --   n       its number of items, then per item six values:
 --           kind, limit, window µs, burst, cost, flags
---           kind: 0 token_bucket, 1 gcra, 2 sliding_window, 3 fixed_window, 4 sliding_log
+--           kind: pkg/algorithm.Kind (the ALGORITHMS table)
 --           flags: 1 force (consume even when it does not fit), 2 shadow
 -- Returns, per request: now, then per item: allowed (0/1), remaining,
 -- retry µs, reset µs; a request whose decision failed has now = -1 (the
@@ -95,7 +95,8 @@ local strings, a, k = {}, 2, 1
 for _ = 1, requests do
   local n = tonumber(ARGV[a + 1])
   for i = 0, n - 1 do
-    if tonumber(ARGV[a + 2 + 6 * i]) ~= 4 then strings[#strings + 1] = KEYS[k + i] end
+    local kind = ALGORITHMS[tonumber(ARGV[a + 2 + 6 * i])]
+    if kind and kind.fields then strings[#strings + 1] = KEYS[k + i] end
   end
   k, a = k + n, a + 2 + 6 * n
 end

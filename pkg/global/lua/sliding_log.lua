@@ -10,6 +10,8 @@
 -- stored newest run grown by it. A key decided twice in one request sees
 -- both, and is stored with one LTRIM and one RPUSH or LSET.
 
+local sliding_log = {}
+
 local SMALL_LOG = 32 -- logs up to this many runs are read whole, with one LRANGE
 
 local function parse_run(v)
@@ -51,7 +53,7 @@ local function log_units(st)
   return run_at(st, last).total - (first.total - first.n)
 end
 
-load_log = function(item)
+function sliding_log.load(item)
   local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, tail = nil, tail_new = false }
   if st.len > 0 and not parse_run(redis.call('LINDEX', item.key, -1)) then
     -- A log in the format before runs (one time per entry): dropped, it
@@ -67,7 +69,7 @@ load_log = function(item)
   return st
 end
 
-store_log = function(item, st, ttl)
+function sliding_log.store(item, st, ttl)
   if st.first > 1 then redis.call('LTRIM', item.key, st.first - 1, -1) end
   if st.tail then
     local v = num(st.tail.t) .. ' ' .. num(st.tail.n) .. ' ' .. num(st.tail.total)
@@ -98,7 +100,7 @@ local function append_run(st, t, n)
   st.tail, st.tail_new = { t = t, n = n, total = total + n }, true
 end
 
-local function sliding_log(st, p, now, cost, force)
+function sliding_log.decide(st, p, now, cost, force)
   local nst = { key = st.key, len = st.len, first = st.first, runs = st.runs, tail = st.tail, tail_new = st.tail_new }
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
@@ -131,4 +133,32 @@ local function sliding_log(st, p, now, cost, force)
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
   if count > 0 then r.reset = run_at(nst, log_end(nst)).t + p.window - now end
   return nst, r
+end
+
+-- slidingLogRefund: the run at taken gives back cost units (and goes when
+-- it has none left), and every later run's running total drops by as
+-- much. Later runs (other requests' since) are few: the refund follows its
+-- take, so the list is walked from its end.
+function sliding_log.refund_key(item, taken, cost)
+  local len = redis.call('LLEN', item.key)
+  local runs, found = {}, nil
+  for j = len, 1, -1 do
+    local r = parse_run(redis.call('LINDEX', item.key, j - 1))
+    if not r or r.t < taken then break end
+    runs[j] = r
+    if r.t == taken then
+      found = j
+      break
+    end
+  end
+  if not found then return end
+  for j = found, len do
+    local r = runs[j]
+    r.total = r.total - cost
+    if j == found then r.n = r.n - cost end
+    local v = ''
+    if r.n > 0 then v = num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
+    redis.call('LSET', item.key, j - 1, v)
+  end
+  redis.call('LREM', item.key, 1, '')
 end

@@ -1,5 +1,7 @@
--- sluice: token bucket, mirroring pkg/algorithm/bucket.go tokenBucket.
-local function token_bucket(st, p, now, cost, force)
+-- sluice: token bucket, mirroring pkg/algorithm/token_bucket.go.
+local token_bucket = { fields = { 'f', 't' } }
+
+function token_bucket.decide(st, p, now, cost, force)
   local rate = p.limit / p.window
   local capacity = p.burst
   local tokens, updated = capacity, now
@@ -27,27 +29,9 @@ local function token_bucket(st, p, now, cost, force)
     { allowed = allowed, remaining = floor_non_neg(tokens), retry = retry, reset = reset }
 end
 
--- gcra, mirroring pkg/algorithm/bucket.go gcra.
-local function gcra(st, p, now, cost, force)
-  local interval = p.window / p.limit
-  local tolerance = p.burst * interval
-  local tat = now
-  if st.exists and st.f > now then tat = st.f end
-  local n = need(cost)
-  local allow_at = tat + n * interval - tolerance
-  local allowed = now >= allow_at
-  local retry = 0
-  if not allowed then
-    if n > p.burst then
-      retry = ceil_pos(tat - now)
-    else
-      retry = ceil_pos(allow_at - now)
-    end
-  end
-  if allowed or force then
-    tat = math.max(tat, math.min(tat + cost * interval, now + 2 * tolerance))
-  end
-  return { exists = true, f = tat },
-    { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),
-      retry = retry, reset = ceil_pos(tat - now) }
+
+-- tokenBucketRefund: the next decision caps the bucket at its burst again.
+function token_bucket.refund(st, p, taken, cost)
+  st.f = st.f + cost
+  return st
 end

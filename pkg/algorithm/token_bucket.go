@@ -42,40 +42,26 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	}
 }
 
-// gcra is the generic cell rate algorithm: the same contract as the token
-// bucket, with one timestamp of state, the theoretical arrival time (TAT).
-// The emission interval is Window/Limit µs and the tolerance Burst of them.
-// A TAT at or before now is a full bucket.
-func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	interval := float64(p.Window) / float64(p.Limit)
-	tolerance := float64(float64(p.Burst) * interval)
-	fnow := float64(now)
-	tat := fnow
-	if s.Exists && s.F > fnow {
-		tat = s.F
+// tokenBucketRefund gives back cost tokens a take at taken spent: the
+// next decision caps the bucket at its burst again.
+func tokenBucketRefund(s State, _ Params, _, cost int64) State {
+	if s.Exists {
+		s.F += float64(cost)
 	}
-	n := need(cost)
-	allowAt := tat + float64(float64(n)*interval) - tolerance
-	allowed := fnow >= allowAt
-	var retry int64
-	if !allowed {
-		if n > p.Burst {
-			retry = ceilPos(tat - fnow)
-		} else {
-			retry = ceilPos(allowAt - fnow)
-		}
-	}
-	if allowed || mode == Force {
-		// Debt stops at one burst past the tolerance (see Decide).
-		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), fnow+2*tolerance))
-	}
-	return State{Exists: true, F: tat}, Result{
-		Allowed:    allowed,
-		Remaining:  floorNonNeg((tolerance - (tat - fnow)) / interval),
-		RetryAfter: retry,
-		ResetAfter: ceilPos(tat - fnow),
-	}
+	return s
 }
+
+// burstSize is the most a bucket's admitted requests spend at once, and
+// the largest cost it ever admits: its burst.
+func burstSize(p Params) int64 { return p.Burst }
+
+// refillTime is how long an empty bucket takes to refill: burst/rate.
+func refillTime(p Params) int64 {
+	return int64(float64(p.Window) * float64(p.Burst) / float64(p.Limit))
+}
+
+// stringStateBytes is what a key whose state is a few numbers holds.
+func stringStateBytes(Params) int64 { return 64 }
 
 // epsilon absorbs the rounding of fractional refills (0.1 s at 10/s is
 // 0.9999999999999999 tokens in float64), so that whole tokens are whole when

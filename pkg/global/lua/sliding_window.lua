@@ -1,19 +1,7 @@
--- sluice: fixed and sliding window counters, mirroring pkg/algorithm/window.go.
-local function fixed_window(st, p, now, cost, force)
-  local start = window_start(now, p.window)
-  local count = 0
-  if st.exists and st.t >= start then start, count = st.t, st.a end
-  local n = need(cost)
-  local allowed = count + n <= p.limit
-  if allowed or force then count = math.max(count, math.min(count + cost, 2 * p.limit)) end
-  local left = start + p.window - now
-  local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
-  if not allowed then r.retry = left end
-  if count > 0 then r.reset = left end
-  return { exists = true, t = start, a = count, b = 0 }, r
-end
+-- sluice: sliding window counter, mirroring pkg/algorithm/sliding_window.go.
+local sliding_window = { fields = { 't', 'a', 'b' } }
 
-local function sliding_window(st, p, now, cost, force)
+function sliding_window.decide(st, p, now, cost, force)
   local start = window_start(now, p.window)
   local curr, prev = 0, 0
   if st.exists then
@@ -52,4 +40,16 @@ local function sliding_window(st, p, now, cost, force)
     r.reset = left
   end
   return { exists = true, t = start, a = curr, b = prev }, r
+end
+
+-- slidingWindowRefund: off the current window, or the previous one if a
+-- window has turned since the take.
+function sliding_window.refund(st, p, taken, cost)
+  local start = window_start(taken, p.window)
+  if st.t == start then
+    st.a = math.max(0, st.a - cost)
+  elseif st.t == start + p.window then
+    st.b = math.max(0, st.b - cost)
+  end
+  return st
 end

@@ -1,41 +1,5 @@
 package algorithm
 
-// windowStart is the epoch-aligned start of the window holding now: the
-// windows envoyproxy/ratelimit uses (now / divider * divider), in µs.
-func windowStart(now, window int64) int64 {
-	r := now % window
-	if r < 0 {
-		r += window
-	}
-	return now - r
-}
-
-// fixedWindow keeps one counter per epoch-aligned window. It admits up to
-// twice the limit across a boundary; that is its documented flaw.
-func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	start := windowStart(now, p.Window)
-	var count int64
-	if s.Exists && s.T >= start {
-		// s.T > start only when the clock went back: keep the later
-		// window and its count rather than start afresh.
-		start, count = s.T, s.A
-	}
-	n := need(cost)
-	allowed := count+n <= p.Limit
-	if allowed || mode == Force {
-		count = max(count, min(count+cost, 2*p.Limit)) // debt: see Decide
-	}
-	left := start + p.Window - now
-	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count)}
-	if !allowed {
-		r.RetryAfter = left
-	}
-	if count > 0 {
-		r.ResetAfter = left
-	}
-	return State{Exists: true, T: start, A: count}, r
-}
-
 // slidingWindow estimates the hits in the last Window as the current
 // window's count plus the previous window's count weighted by the share
 // of the previous window still inside the rolling window.
@@ -89,3 +53,20 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 	}
 	return State{Exists: true, T: start, A: curr, B: prev}, r
 }
+
+// slidingWindowRefund takes cost off the window a take at taken counted it
+// in: the current one, or the previous one if a window has turned since.
+func slidingWindowRefund(s State, p Params, taken, cost int64) State {
+	if !s.Exists {
+		return s
+	}
+	switch start := windowStart(taken, p.Window); s.T {
+	case start:
+		s.A = max(0, s.A-cost)
+	case start + p.Window:
+		s.B = max(0, s.B-cost)
+	}
+	return s
+}
+
+func twoWindows(p Params) int64 { return 2 * p.Window }

@@ -1,6 +1,10 @@
 package algorithm
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"unsafe"
+)
 
 // Run is one entry of a sliding log: N units of cost accepted at time T
 // (µs), Total being the units accepted up to and including them since the
@@ -86,4 +90,44 @@ func appendRun(log []Run, t, n int64) []Run {
 		total = log[k-1].Total
 	}
 	return append(log, Run{T: t, N: n, Total: total + n})
+}
+
+// MaxSlidingLogLimit caps a sliding log's limit: its key holds up to 2 ×
+// Limit runs of Run's size, so at the cap about 480 KB. Larger limits
+// should use sliding_window, which keeps two counters.
+const MaxSlidingLogLimit = 10_000
+
+func validateSlidingLog(p Params) error {
+	if p.Limit > MaxSlidingLogLimit {
+		return fmt.Errorf("sliding_log keeps an entry per request, so requests_per_unit (its limit) may be at most %d (got %d); use sliding_window for larger limits", MaxSlidingLogLimit, p.Limit)
+	}
+	return nil
+}
+
+// slidingLogStateBytes bounds a log key's memory: 2 × Limit runs.
+func slidingLogStateBytes(p Params) int64 {
+	return 64 + 2*p.Limit*int64(unsafe.Sizeof(Run{}))
+}
+
+// slidingLogRefund gives back the cost a take at taken added: the run at
+// taken loses cost units (and goes when it has none left), and every later
+// run's running total drops by as much. It copies the log: a refund is rare
+// (a request across Cluster slots that another slot refused).
+func slidingLogRefund(s State, _ Params, taken, cost int64) State {
+	j := len(s.Log) - 1
+	for j >= 0 && s.Log[j].T > taken {
+		j--
+	}
+	if j < 0 || s.Log[j].T != taken {
+		return s // left the log since, or never in it
+	}
+	log := make([]Run, 0, len(s.Log))
+	log = append(log, s.Log[:j]...)
+	if r := s.Log[j]; r.N > cost {
+		log = append(log, Run{T: r.T, N: r.N - cost, Total: r.Total - cost})
+	}
+	for _, r := range s.Log[j+1:] {
+		log = append(log, Run{T: r.T, N: r.N, Total: r.Total - cost})
+	}
+	return State{Exists: len(log) > 0, Log: log}
 }

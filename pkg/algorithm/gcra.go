@@ -1,0 +1,47 @@
+package algorithm
+
+import "math"
+
+// gcra is the generic cell rate algorithm: the same contract as the token
+// bucket, with one timestamp of state, the theoretical arrival time (TAT).
+// The emission interval is Window/Limit µs and the tolerance Burst of them.
+// A TAT at or before now is a full bucket.
+func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
+	interval := float64(p.Window) / float64(p.Limit)
+	tolerance := float64(float64(p.Burst) * interval)
+	fnow := float64(now)
+	tat := fnow
+	if s.Exists && s.F > fnow {
+		tat = s.F
+	}
+	n := need(cost)
+	allowAt := tat + float64(float64(n)*interval) - tolerance
+	allowed := fnow >= allowAt
+	var retry int64
+	if !allowed {
+		if n > p.Burst {
+			retry = ceilPos(tat - fnow)
+		} else {
+			retry = ceilPos(allowAt - fnow)
+		}
+	}
+	if allowed || mode == Force {
+		// Debt stops at one burst past the tolerance (see Decide).
+		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), fnow+2*tolerance))
+	}
+	return State{Exists: true, F: tat}, Result{
+		Allowed:    allowed,
+		Remaining:  floorNonNeg((tolerance - (tat - fnow)) / interval),
+		RetryAfter: retry,
+		ResetAfter: ceilPos(tat - fnow),
+	}
+}
+
+// gcraRefund moves the theoretical arrival time back by the cost a take
+// at taken added.
+func gcraRefund(s State, p Params, _, cost int64) State {
+	if s.Exists {
+		s.F -= float64(float64(cost) * (float64(p.Window) / float64(p.Limit)))
+	}
+	return s
+}

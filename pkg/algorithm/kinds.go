@@ -1,0 +1,70 @@
+package algorithm
+
+// spec is everything one algorithm is. Adding an algorithm means a Go file
+// with these functions, a Lua file mirroring decide and refund
+// (pkg/global/lua/<name>.lua, defining <name> and <name>_refund), and a row
+// of kinds; the Lua scripts are assembled from the table, and the
+// differential tests run every row against its Lua.
+type spec struct {
+	name     string
+	hasBurst bool
+	// decide is the decision (see Decide).
+	decide func(s State, p Params, now, cost int64, mode Mode) (State, Result)
+	// refund gives back what a Take of cost at taken (the `now` it was
+	// decided at) consumed (see Refund).
+	refund func(s State, p Params, taken, cost int64) State
+	// capacity is the most that any run of requests the algorithm admits
+	// can spend at once (see Capacity).
+	capacity func(p Params) int64
+	// maxCost is the largest cost a request can ever be admitted with.
+	maxCost func(p Params) int64
+	// stateBytes bounds the memory a key's state may hold.
+	stateBytes func(p Params) int64
+	// remembers is how long a hit affects later decisions, in µs.
+	remembers func(p Params) int64
+	// validate checks the algorithm's own rules, beyond Params.Validate's.
+	validate func(p Params) error
+}
+
+var kinds = [numKinds]spec{
+	TokenBucket:   {"token_bucket", true, tokenBucket, tokenBucketRefund, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	GCRA:          {"gcra", true, gcra, gcraRefund, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, limitSize, limitSize, stringStateBytes, twoWindows, nil},
+	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
+	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
+}
+
+// Refund gives back to s what a Take of cost decided at taken consumed, for
+// a request whose other limits were decided apart and refused it (Redis
+// Cluster: take, then refund). What other requests consumed meanwhile
+// stays; a state that has moved past taken (a new window, the hits gone
+// from the log) is left as it is. p must be valid.
+func Refund(s State, p Params, taken, cost int64) State {
+	if cost <= 0 {
+		return s
+	}
+	return kinds[p.Kind].refund(s, p, taken, cost)
+}
+
+// Capacity is the most that any run of requests p's algorithm admits can
+// spend at once: the burst of the buckets, the limit of the sliding
+// window and the log, twice the limit for the fixed window (its limit at
+// the end of one window and again at the start of the next). A local
+// token bucket of this capacity refilling at p's rate never rejects what
+// the algorithm admits. p must be valid.
+func Capacity(p Params) int64 { return kinds[p.Kind].capacity(p) }
+
+// MaxCost is the largest cost a request can ever be admitted with under p:
+// a costlier one is refused however long it waits. p must be valid.
+func MaxCost(p Params) int64 { return kinds[p.Kind].maxCost(p) }
+
+// StateBytes bounds the memory one key's state holds under p, in bytes:
+// a few numbers, or a sliding log's runs. p must be valid.
+func StateBytes(p Params) int64 { return kinds[p.Kind].stateBytes(p) }
+
+// Remembers is how long a hit affects later decisions under p, in µs: a
+// bucket refills it within burst/rate, a window forgets it when the window
+// has passed (two for the sliding window's weighted previous one). Hits
+// recorded later than that (held through an outage) would put a key into
+// a debt nobody ran up. p must be valid.
+func Remembers(p Params) int64 { return kinds[p.Kind].remembers(p) }

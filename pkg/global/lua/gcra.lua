@@ -1,0 +1,32 @@
+-- sluice: GCRA, mirroring pkg/algorithm/gcra.go.
+local gcra = { fields = { 'f' } }
+
+function gcra.decide(st, p, now, cost, force)
+  local interval = p.window / p.limit
+  local tolerance = p.burst * interval
+  local tat = now
+  if st.exists and st.f > now then tat = st.f end
+  local n = need(cost)
+  local allow_at = tat + n * interval - tolerance
+  local allowed = now >= allow_at
+  local retry = 0
+  if not allowed then
+    if n > p.burst then
+      retry = ceil_pos(tat - now)
+    else
+      retry = ceil_pos(allow_at - now)
+    end
+  end
+  if allowed or force then
+    tat = math.max(tat, math.min(tat + cost * interval, now + 2 * tolerance))
+  end
+  return { exists = true, f = tat },
+    { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),
+      retry = retry, reset = ceil_pos(tat - now) }
+end
+
+-- gcraRefund: the theoretical arrival time moves back by what the take added.
+function gcra.refund(st, p, taken, cost)
+  st.f = st.f - cost * (p.window / p.limit)
+  return st
+end
