@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/envoyrl"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/pkg/loadgen"
+	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 // tier is one server in front of a real redis-server and sidecars in front

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/pkg/loadgen"
+	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 

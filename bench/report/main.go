@@ -18,7 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/pkg/loadgen"
+	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 // row is one loadgen result, as loadgen -json wrote it.

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/loadgen"
+	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 func main() {

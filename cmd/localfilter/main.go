@@ -36,7 +36,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -86,7 +86,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
 	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
-	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&o.cacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
 	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")

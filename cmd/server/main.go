@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 )
 
 func main() {
@@ -95,7 +95,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.breaker.Window, "breaker-window", time.Second, "how far back the breaker counts store calls")
 	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
-	fs.IntVar(&o.cacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&o.cacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
 	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")

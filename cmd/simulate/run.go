@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/simulate"
+	"github.com/sluicehq/sluice/internal/simulate"
 )
 
 const runSynopsis = `Usage: simulate run -config PATH [-domain D] (-trace FILE.csv | -pattern NAME) [flags]

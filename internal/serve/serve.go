@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -80,11 +80,11 @@ func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
 
 // FlagCache returns the over-limit flag cache of size keys, or nil for size
 // 0 (the cache off), with its size reported as sluice_flag_cache_keys.
-func FlagCache(size int, reg prometheus.Registerer) (*cache.OverLimit, error) {
+func FlagCache(size int, reg prometheus.Registerer) (*flagcache.OverLimit, error) {
 	if size <= 0 {
 		return nil, nil
 	}
-	c, err := cache.New(size)
+	c, err := flagcache.New(size)
 	if err != nil {
 		return nil, err
 	}

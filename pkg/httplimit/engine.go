@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -45,7 +45,7 @@ type EngineOptions struct {
 	// before it; past it (or max(1s, 5 × Timeout) without a deadline), with
 	// Redis not failed, it is decided in this process at half of each limit.
 	Timeout time.Duration
-	// CacheSize bounds the over-limit flag cache; 0 means cache.DefaultSize.
+	// CacheSize bounds the over-limit flag cache; 0 means flagcache.DefaultSize.
 	CacheSize  int
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -69,7 +69,7 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.CacheSize == 0 {
-		opts.CacheSize = cache.DefaultSize
+		opts.CacheSize = flagcache.DefaultSize
 	}
 	cfg, err := reload.New(reload.Options{Path: opts.Config, Logger: opts.Logger, Registerer: opts.Registerer})
 	if err != nil {
@@ -106,7 +106,7 @@ func NewEngine(opts EngineOptions) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	flags, err := cache.New(opts.CacheSize)
+	flags, err := flagcache.New(opts.CacheSize)
 	if err != nil {
 		return nil, err
 	}

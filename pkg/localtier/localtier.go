@@ -3,7 +3,7 @@
 // an upstream sluice server.
 //
 // For each request, after rls.Service's flag cache ("already over limit
-// until T", the same pkg/cache the server uses), which async flush answers and
+// until T", the same pkg/flagcache the server uses), which async flush answers and
 // sync upstream answers fill:
 //
 //  1. a local token bucket per limit (pkg/localbucket) at Fraction of the
@@ -66,7 +66,7 @@
 // can over-count one request per timed-out call, never under-count.
 //
 // It depends on pkg/rls (the Decider contract and the sidecar metadata),
-// pkg/localbucket, pkg/cache and the Envoy protos; not on a store.
+// pkg/localbucket, pkg/flagcache and the Envoy protos; not on a store.
 package localtier
 
 import (
@@ -81,7 +81,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/localbucket"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -149,7 +149,7 @@ type Options struct {
 	MaxKeys int
 	// Cache is the flag cache the rls.Service in front uses; async answers
 	// fill it. Optional.
-	Cache *cache.OverLimit
+	Cache *flagcache.OverLimit
 	// Logger gets upstream transitions, once each. Default: discard.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -103,7 +103,7 @@ func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *counting
 func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 	t.Helper()
 	cfg := mustConfig(t)
-	flags, _ := cache.New(1000)
+	flags, _ := flagcache.New(1000)
 	opts.Upstream, opts.Cache = up, flags
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Second // -race on a shared machine
@@ -581,7 +581,7 @@ func TestRecordedOnTheLimitMatched(t *testing.T) {
 	}
 	m, _ := global.NewMemory(global.MemoryOptions{})
 	up := serveUpstream(t, cfg, m)
-	flags, _ := cache.New(1000)
+	flags, _ := flagcache.New(1000)
 	tier, err := New(Options{Upstream: up, Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, Timeout: 5 * time.Second, Cache: flags})
 	if err != nil {
 		t.Fatal(err)

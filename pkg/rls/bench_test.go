@@ -9,7 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 )
@@ -64,7 +64,7 @@ func benchService(b *testing.B, limit string) *Service {
 	if err != nil {
 		b.Fatal(err)
 	}
-	flags, err := cache.New(100_000)
+	flags, err := flagcache.New(100_000)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 // the sidecar's is its local tier. Errors become gRPC status codes here and
 // nowhere else.
 //
-// It depends on pkg/config, pkg/global (item and result types), pkg/cache
+// It depends on pkg/config, pkg/global (item and result types), pkg/flagcache
 // and the Envoy protos; it must not depend on cmd/* or on how the process
 // is wired.
 package rls

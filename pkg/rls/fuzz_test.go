@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/wire"
@@ -158,7 +158,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	flags, _ := cache.New(1000)
+	flags, _ := flagcache.New(1000)
 	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
 	if err != nil {
 		f.Fatal(err)
@@ -194,7 +194,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	flags, _ := cache.New(1000)
+	flags, _ := flagcache.New(1000)
 	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
 	if err != nil {
 		f.Fatal(err)

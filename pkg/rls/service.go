@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 )
@@ -76,7 +76,7 @@ type Options struct {
 	Decider Decider
 	// Cache, if set, answers keys that were just found over limit from
 	// memory until their retry time.
-	Cache *cache.OverLimit
+	Cache *flagcache.OverLimit
 	// KeyPrefix starts every store key. Default "sluice:".
 	KeyPrefix string
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.

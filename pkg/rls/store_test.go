@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 )
@@ -70,7 +70,7 @@ func TestFailureModes(t *testing.T) {
 			// With a flag cache: failure-mode answers must not be
 			// remembered as the store's (they would hide the outage from
 			// the breaker and outlast it).
-			flags, _ := cache.New(100)
+			flags, _ := flagcache.New(100)
 			h := start(t, Options{Decider: d, Cache: flags})
 			for i := range 10 {
 				resp, err := h.client.ShouldRateLimit(context.Background(), req)

@@ -1,4 +1,4 @@
-package cache
+package flagcache
 
 import (
 	"fmt"

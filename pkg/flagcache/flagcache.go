@@ -1,4 +1,4 @@
-// Package cache owns the "already over limit until T" flag cache: a bounded,
+// Package flagcache owns the "already over limit until T" flag cache: a bounded,
 // sharded LRU of key → deadline that lets the global server and the per-proxy
 // sidecar reject a flood from one client in memory, with no store round trip,
 // until the retry time the store (or the global service) last gave for that key.
@@ -12,7 +12,7 @@
 // The package depends on nothing but the standard library and
 // hashicorp/golang-lru: no store, no gRPC, no config, no metrics. Callers pass
 // the time in, so tests step through injected instants and never sleep.
-package cache
+package flagcache
 
 import (
 	"errors"
