@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/envoyrl"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // TestRedisOutage: Redis killed and restarted, and Redis frozen
@@ -84,10 +84,10 @@ descriptors:
 				if recovered := time.Since(back); recovered > time.Second+margin {
 					t.Errorf("the server used Redis again %v after it answered; want within 1s (+%v margin)", recovered, margin)
 				}
-				decided := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore)
+				decided := server.metric(t, "sluice_tier_decisions_total", "tier", limiter.TierStore)
 				time.Sleep(300 * time.Millisecond)
 				res := stop()
-				if n := server.metric(t, "sluice_tier_decisions_total", "tier", rls.TierStore); n <= decided {
+				if n := server.metric(t, "sluice_tier_decisions_total", "tier", limiter.TierStore); n <= decided {
 					t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
 				}
 
@@ -115,9 +115,9 @@ descriptors:
 							t.Fatalf("-failure-mode allow, Redis down: %v %v; want OK", e.resp.GetOverallCode(), e.err)
 						}
 					case "deny":
-						if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(e.resp, rls.HeaderReason) != "rate limit store unavailable" {
+						if e.err != nil || e.resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(e.resp, limiter.HeaderReason) != "rate limit store unavailable" {
 							t.Fatalf("-failure-mode deny, Redis down: %v %v, reason %q; want OVER_LIMIT saying the store is unavailable",
-								e.resp.GetOverallCode(), e.err, header(e.resp, rls.HeaderReason))
+								e.resp.GetOverallCode(), e.err, header(e.resp, limiter.HeaderReason))
 						}
 					case "error":
 						if code != codes.Unavailable {

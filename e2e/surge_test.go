@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/loadgen"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // TestSurgeEveryRequestDecided: one server on Redis, 256 callers as fast
@@ -75,7 +75,7 @@ descriptors:
 	if at.OK != keys*limit {
 		t.Errorf("at the limit: %d admitted; want exactly %d (%d keys × %d)", at.OK, keys*limit, keys, limit)
 	}
-	for _, tier := range []string{rls.TierShed, rls.TierFailureMode} {
+	for _, tier := range []string{limiter.TierShed, limiter.TierFailureMode} {
 		if n := server.metric(t, "sluice_tier_decisions_total", "tier", tier); n != 0 {
 			t.Errorf("%v requests decided by tier %s; want all by Redis or the flag cache", n, tier)
 		}

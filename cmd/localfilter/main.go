@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +24,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -37,8 +35,8 @@ import (
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
-	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
@@ -187,76 +185,59 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg, err := reload.New(reload.Options{Path: o.configPath, Logger: log, Registerer: reg})
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
 	conn, err := dialUpstream(o)
 	if err != nil {
 		return fmt.Errorf("-upstream: %w", err)
 	}
 	defer conn.Close()
-	flags, err := serve.FlagCache(o.cacheSize, reg)
-	if err != nil {
-		return err
-	}
 	mode, _ := localtier.ParseMode(o.mode)
-	tier, err := localtier.New(localtier.Options{
-		Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
-		Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize, MaxPending: o.maxPending, MaxPendingBytes: o.maxPendingBytes,
-		MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
+	var tier *localtier.Tier
+	cacheSize := o.cacheSize
+	if cacheSize == 0 {
+		cacheSize = -1 // the flag's 0 turns the cache off
+	}
+	srv, err := rls.NewServer(rls.ServerOptions{
+		Config: o.configPath, CacheSize: cacheSize, KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
+		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
+			t, err := localtier.New(localtier.Options{
+				Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
+				Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize,
+				MaxPending: o.maxPending, MaxPendingBytes: o.maxPendingBytes, MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
+			})
+			tier = t
+			return t, err
+		},
 	})
 	if err != nil {
-		return err
-	}
-	defer tier.Close()
-	svc, err := rls.New(rls.Options{Config: cfg.Current, Decider: tier, Cache: flags, KeyPrefix: o.keyPrefix,
-		LegacyHeaders: o.legacy, Logger: log, Metrics: rls.NewMetrics(reg)})
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// Ready either way: without the upstream the sidecar decides locally.
-		up := "reachable"
-		if !tier.Healthy() {
-			up = "unavailable (deciding locally at the fallback share)"
+		if tier != nil {
+			tier.Close()
 		}
-		fmt.Fprintf(w, "ready: config %s; upstream %s\n", cfg.Current().Version(), up)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		b, _ := cfg.Current().MarshalJSON()
-		w.Write(b)
-	})
-	mux.Handle("/json", rls.JSONHandler(svc))
-	if o.pprof {
-		serve.Profile(mux)
+		return err
 	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watchDone, err := cfg.Watch(watchCtx)
-	if err != nil {
-		log.Warn("config changes will not be watched", "error", err.Error())
+	defer srv.Close()
+	defer tier.Close()
+	admin := srv.Admin(reg, func() (string, bool) {
+		// Ready either way: without the upstream the sidecar decides locally.
+		if !tier.Healthy() {
+			return "upstream unavailable (deciding locally at the fallback share)", true
+		}
+		return "upstream reachable", true
+	})
+	if o.pprof {
+		serve.Profile(admin)
 	}
 	gopts, err := o.tls.ServerOptions()
 	if err != nil {
 		return err
 	}
 	err = serve.Run(ctx, serve.Options{
-		Log: log, GRPC: serve.NewGRPC(svc, gopts...), Admin: mux, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
+		Log: log, GRPC: serve.NewGRPC(srv.Service, gopts...), Admin: admin, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
 		Listening: func(g, h net.Addr) {
 			log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
-				"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", cfg.Current().Version())
+				"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", srv.Config().Current().Version())
 		},
 	})
 	tier.Close() // flush the hits admitted so far
-	stopWatch()
-	if watchDone != nil {
-		<-watchDone
-	}
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // maxLineErrors is how many bad lines ReadCSV reports before it stops: a
@@ -101,8 +101,8 @@ func parseRecord(rec []string) (Request, error) {
 	if len(rec) == 3 {
 		if c := strings.TrimSpace(rec[2]); c != "" {
 			n, err := strconv.ParseInt(c, 10, 64)
-			if err != nil || n < 1 || n > rls.MaxCost {
-				return req, fmt.Errorf("cost %q: want an integer from 1 to %d, or nothing for 1", c, int64(rls.MaxCost))
+			if err != nil || n < 1 || n > limiter.MaxCost {
+				return req, fmt.Errorf("cost %q: want an integer from 1 to %d, or nothing for 1", c, int64(limiter.MaxCost))
 			}
 			req.Cost = n
 		}
@@ -168,8 +168,8 @@ func parseEntries(s string) ([]config.Entry, error) {
 		return nil, errors.New("entries are empty: want key=value pairs separated by ';'")
 	}
 	pairs := strings.Split(s, ";")
-	if len(pairs) > rls.MaxEntries {
-		return nil, fmt.Errorf("%d entries; the server refuses more than %d", len(pairs), rls.MaxEntries)
+	if len(pairs) > limiter.MaxEntries {
+		return nil, fmt.Errorf("%d entries; the server refuses more than %d", len(pairs), limiter.MaxEntries)
 	}
 	entries := make([]config.Entry, 0, len(pairs))
 	for i, p := range pairs {
@@ -179,10 +179,10 @@ func parseEntries(s string) ([]config.Entry, error) {
 			return nil, fmt.Errorf("entry %d %q: want key=value", i+1, p)
 		case k == "":
 			return nil, fmt.Errorf("entry %d %q: empty key", i+1, p)
-		case len(k) > rls.MaxKeyLen:
+		case len(k) > limiter.MaxKeyLen:
 			// The server refuses these; a trace of them would simulate
 			// answers it never gives.
-			return nil, fmt.Errorf("entry %d: key too long (at most %d bytes)", i+1, rls.MaxKeyLen)
+			return nil, fmt.Errorf("entry %d: key too long (at most %d bytes)", i+1, limiter.MaxKeyLen)
 		}
 		// Matched as it is and counted as the server counts it (a long
 		// value by its digest: see appendStateKey).

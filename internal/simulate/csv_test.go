@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 func TestReadCSV(t *testing.T) {
-	long := strings.Repeat("v", rls.MaxValueLen+1)
+	long := strings.Repeat("v", limiter.MaxValueLen+1)
 	ip := func(v string) []config.Entry { return []config.Entry{{Key: "remote_address", Value: v}} }
 	tests := []struct {
 		name string

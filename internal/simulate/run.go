@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // Options say how to run a trace.
@@ -234,8 +234,8 @@ func newLimitReport(l *config.Limit, rl config.RateLimit) LimitReport {
 func timeOrder(trace []Request) ([]int, error) {
 	order := make([]int, len(trace))
 	for i, r := range trace {
-		if r.Cost < 0 || r.Cost > rls.MaxCost {
-			return nil, fmt.Errorf("simulate: request %d: cost %d: must be 0 (meaning 1) to %d", i, r.Cost, int64(rls.MaxCost))
+		if r.Cost < 0 || r.Cost > limiter.MaxCost {
+			return nil, fmt.Errorf("simulate: request %d: cost %d: must be 0 (meaning 1) to %d", i, r.Cost, int64(limiter.MaxCost))
 		}
 		order[i] = i
 	}

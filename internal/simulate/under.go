@@ -6,7 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // Request is one offered request of a trace: a single descriptor, to keep
@@ -80,7 +80,7 @@ func (u Under) apply(r config.RateLimit) config.RateLimit {
 
 // appendStateKey appends the name of one key's state: the domain, the
 // limit's path and the request's entries (values counted as the server
-// counts them, rls.EntryValue), each length-prefixed so that no
+// counts them, limiter.EntryValue), each length-prefixed so that no
 // choice of values can make two keys collide (entries "a=b;c" and "a=b",
 // "c=…" stay apart, unlike a joined string).
 func appendStateKey(dst []byte, domain, path string, entries []config.Entry) []byte {
@@ -92,7 +92,7 @@ func appendStateKey(dst []byte, domain, path string, entries []config.Entry) []b
 	part(path)
 	for _, e := range entries {
 		part(e.Key)
-		part(rls.EntryValue(e.Value))
+		part(limiter.EntryValue(e.Value))
 	}
 	return dst
 }

@@ -91,8 +91,14 @@ type Redis struct {
 
 // ErrStalled says Redis stopped answering: a reply overdue past
 // RedisOptions.Timeout with nothing else answered meanwhile, or past the
-// hard timeout.
-var ErrStalled = errors.New("redis store: Redis stopped answering")
+// hard timeout. Its Stalled method says so to callers that do not import
+// this package (pkg/limiter's StoreDecider).
+var ErrStalled error = stallError{}
+
+type stallError struct{}
+
+func (stallError) Error() string { return "redis store: Redis stopped answering" }
+func (stallError) Stalled() bool { return true }
 
 // call is one script call waiting for a writer. A decide call (script
 // r.decide) carries one request, args being its part of the script's

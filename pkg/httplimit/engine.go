@@ -11,9 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
-	"github.com/sluicehq/sluice/pkg/reload"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
@@ -35,10 +34,10 @@ type EngineOptions struct {
 	// Cluster says Redis is a Redis Cluster.
 	Cluster bool
 	// FailureMode is what to do while Redis is unavailable: the zero value,
-	// rls.FailError, returns an error, which the middleware treats by its
-	// FailClosed (by default it serves the request); rls.FailAllow,
+	// limiter.FailError, returns an error, which the middleware treats by
+	// its FailClosed (by default it serves the request); limiter.FailAllow,
 	// FailDeny and FailLocal decide as the server's -failure-mode does.
-	FailureMode rls.FailureMode
+	FailureMode limiter.FailureMode
 	// Timeout is how long Redis may leave a reply overdue before it is
 	// taken as not answering (global.RedisOptions.Timeout). Default 10ms.
 	// A request whose context has a deadline waits for Redis until just
@@ -51,94 +50,36 @@ type EngineOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// Engine is the in-process Limiter: sluice's own request path (pkg/rls)
-// on the descriptor config. Close releases it.
+// Engine is the in-process Limiter: sluice's own request path (the
+// service the server runs, assembled by rls.NewServer) on the descriptor
+// config. Close releases it. It is safe for concurrent use.
 type Engine struct {
-	svc    *rls.Service
-	redis  *global.Redis
-	cancel context.CancelFunc
-	done   <-chan error
+	srv *rls.Server
 }
 
 // NewEngine loads the config, starts watching it, and returns the Engine.
-func NewEngine(opts EngineOptions) (_ *Engine, err error) {
+func NewEngine(opts EngineOptions) (*Engine, error) {
 	if opts.Config == "" {
 		return nil, errors.New("httplimit: EngineOptions.Config is required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.CacheSize == 0 {
-		opts.CacheSize = flagcache.DefaultSize
-	}
-	cfg, err := reload.New(reload.Options{Path: opts.Config, Logger: opts.Logger, Registerer: opts.Registerer})
+	srv, err := rls.NewServer(rls.ServerOptions{
+		Config: opts.Config, Redis: opts.Redis, Cluster: opts.Cluster, StoreTimeout: opts.Timeout,
+		FailureMode: opts.FailureMode, CacheSize: opts.CacheSize, Logger: opts.Logger, Registerer: opts.Registerer,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	memory, err := global.NewMemory(global.MemoryOptions{})
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{}
-	defer func() {
-		if err != nil && e.redis != nil {
-			e.redis.Close() // its writers would outlive a failed NewEngine
-		}
-	}()
-	var metrics *rls.Metrics
-	if opts.Registerer != nil {
-		metrics = rls.NewMetrics(opts.Registerer)
-	}
-	var decider rls.Decider = rls.Direct{Store: memory}
-	if opts.Redis != nil {
-		e.redis, err = global.NewRedis(global.RedisOptions{Client: opts.Redis, Cluster: opts.Cluster, Timeout: opts.Timeout})
-		if err != nil {
-			return nil, err
-		}
-		var storeMetrics *rls.StoreMetrics
-		if metrics != nil {
-			storeMetrics = metrics.Store
-		}
-		decider, err = rls.NewStoreDecider(rls.StoreOptions{
-			Store: e.redis, MaxWait: max(time.Second, 5*opts.Timeout), Mode: opts.FailureMode, Fallback: memory, Logger: opts.Logger, Metrics: storeMetrics,
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	flags, err := flagcache.New(opts.CacheSize)
-	if err != nil {
-		return nil, err
-	}
-	e.svc, err = rls.New(rls.Options{Config: cfg.Current, Decider: decider, Cache: flags, Logger: opts.Logger, Metrics: metrics})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	if e.done, err = cfg.Watch(ctx); err != nil {
-		opts.Logger.Warn("config changes will not be watched", "error", err.Error())
-	}
-	return e, nil
+	return &Engine{srv: srv}, nil
 }
 
 // ShouldRateLimit implements Limiter.
 func (e *Engine) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	return e.svc.ShouldRateLimit(ctx, req)
+	return e.srv.Service.ShouldRateLimit(ctx, req)
 }
 
 // Close stops watching the config and releases the Redis writers (not the
 // Redis client, which is the caller's).
-func (e *Engine) Close() error {
-	e.cancel()
-	if e.done != nil {
-		<-e.done
-	}
-	if e.redis != nil {
-		return e.redis.Close()
-	}
-	return nil
-}
+func (e *Engine) Close() error { return e.srv.Close() }
 
 // Remote is a Limiter on a sluice server (or any Envoy rate limit service)
 // reached over gRPC.

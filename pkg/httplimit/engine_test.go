@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -131,7 +131,7 @@ func TestRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer(grpc.ForceServerCodecV2(wire.Codec{}))
-	rlsv3.RegisterRateLimitServiceServer(gs, e.svc) // as cmd/server serves its rls.Service
+	rlsv3.RegisterRateLimitServiceServer(gs, e.srv.Service) // as cmd/server serves its rls.Service
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -149,7 +149,7 @@ func TestRemote(t *testing.T) {
 		t.Errorf("a header with a 0xFF byte through a remote server: %d of 5 admitted; want 3", n)
 	}
 	rec := serve(t, m, get("/", "X-Client", "r"))
-	if rec.Code != http.StatusTooManyRequests || rec.Header().Get(rls.HeaderReason) != "per-client" || rec.Body.Len() == 0 {
-		t.Errorf("429 through a remote server: %d, reason %q, body %q", rec.Code, rec.Header().Get(rls.HeaderReason), rec.Body)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get(limiter.HeaderReason) != "per-client" || rec.Body.Len() == 0 {
+		t.Errorf("429 through a remote server: %d, reason %q, body %q", rec.Code, rec.Header().Get(limiter.HeaderReason), rec.Body)
 	}
 }

@@ -26,7 +26,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // Limiter decides a rate-limit request: an *Engine, or Remote around a
@@ -122,7 +122,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			m.opts.Logger.Warn("rate limiter failed", "error", err.Error(), "fail_closed", m.opts.FailClosed)
 			if m.opts.FailClosed {
-				w.Header().Set(rls.HeaderRetryAfter, "1")
+				w.Header().Set(limiter.HeaderRetryAfter, "1")
 				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 				return
 			}

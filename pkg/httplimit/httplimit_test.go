@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -80,7 +81,7 @@ type clockedStore struct {
 	clock *fakeClock
 }
 
-func (s clockedStore) Decide(_ context.Context, b *rls.Batch) error {
+func (s clockedStore) Decide(_ context.Context, b *limiter.Batch) error {
 	return s.m.DecideAt(b.Items, b.Results, s.clock.Now().UnixMicro())
 }
 
@@ -96,11 +97,11 @@ func engine(t *testing.T, clock *fakeClock) Limiter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: clockedStore{m, clock}, Now: clock.Now})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: clockedStore{m, clock}, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc
+	return rls.NewService(core)
 }
 
 var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "served") })

@@ -9,7 +9,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/retry"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -160,7 +160,7 @@ func interval(limit *rlsv3.RateLimitResponse_RateLimit) (time.Duration, bool) {
 // collide.
 func limitKey(domain, limit string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	var buf [256]byte
-	name := global.NewKeyName(buf[:]).Add(domain).Add(limit)
+	name := limiter.NewKeyName(buf[:]).Add(domain).Add(limit)
 	for _, e := range entries {
 		name = name.Add(e.GetKey()).Add(e.GetValue())
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -25,7 +26,7 @@ const (
 	// so that parallel requests rarely wait on one another or on a flush.
 	pendingShards = 64
 	// maxPerCall is the descriptors one flush call carries: the server's cap.
-	maxPerCall = rls.MaxDescriptors
+	maxPerCall = limiter.MaxDescriptors
 	// flushParallel is how many calls of one flush are in flight at once:
 	// enough to hide a round trip per call, few enough not to crowd out the
 	// requests the upstream serves.
@@ -54,13 +55,14 @@ type pendingShard struct {
 // hits are one key's admitted, unsent hits, with what the upstream needs to
 // record them on the key's limit: the domain, the configured limit's path
 // (rls.LimitPathKey), the descriptor's entries with their values as they
-// are counted (rls.EntryValue: a long value by its digest, so a pending key
+// are counted (limiter.EntryValue: a long value by its digest, so a pending key
 // holds a few hundred bytes whatever the request carried) and any limit
 // override.
 type hits struct {
 	domain, path string
 	entries      []config.Entry
-	override     *ratelimitv3.RateLimitDescriptor_RateLimitOverride
+	override     limiter.Override
+	overridden   bool
 	n            uint64
 	// first and last are when the first and the last of the n were
 	// admitted, and memory how long the key's limit remembers a hit (ns;
@@ -78,8 +80,8 @@ func pendingSize(key string, h *hits) int64 {
 	for _, e := range h.entries {
 		n += int64(len(e.Key) + len(e.Value) + 32)
 	}
-	if h.override != nil {
-		n += 64
+	if h.overridden {
+		n += 16
 	}
 	return n
 }
@@ -145,18 +147,20 @@ func (p *pending) drain(dst []entry) []entry {
 // record adds an admitted request's hits to the pending aggregate (async
 // mode, and either mode while the upstream is away) and wakes the flusher
 // once BatchSize keys are pending.
-func (t *Tier) record(b *rls.Batch, now time.Time) {
+func (t *Tier) record(b *limiter.Batch, now time.Time) {
 	at := now.Sub(t.base).Nanoseconds()
 	for i, it := range b.Items {
 		if it.Cost <= 0 {
 			continue
 		}
 		t.pend(it.Key, uint64(it.Cost), at, at, func() hits {
-			desc := b.Descriptors[i]
-			h := hits{domain: b.Domain, path: b.Paths[i], override: desc.GetLimit(), memory: 1000 * algorithm.Remembers(it.Params)}
-			h.entries = make([]config.Entry, len(desc.GetEntries()))
-			for j, e := range desc.GetEntries() {
-				h.entries[j] = config.Entry{Key: e.GetKey(), Value: rls.EntryValue(e.GetValue())}
+			req, d := b.Request, b.Descriptors[i]
+			h := hits{domain: b.Request.Domain(), path: b.Paths[b.Descriptors[i]], memory: 1000 * algorithm.Remembers(it.Params)}
+			h.override, h.overridden = req.Override(d)
+			h.entries = make([]config.Entry, req.Entries(d))
+			for j := range h.entries {
+				k, v := req.Entry(d, j)
+				h.entries[j] = config.Entry{Key: k, Value: limiter.EntryValue(v)}
 			}
 			return h
 		})
@@ -329,12 +333,15 @@ func (t *Tier) send(c []entry) error {
 		if n < e.n {
 			t.m.expired.Add(float64(e.n - n))
 		}
-		if n > rls.MaxCost { // past what one descriptor may carry
-			t.m.dropped.Add(float64(n - rls.MaxCost))
-			n = rls.MaxCost
+		if n > limiter.MaxCost { // past what one descriptor may carry
+			t.m.dropped.Add(float64(n - limiter.MaxCost))
+			n = limiter.MaxCost
 		}
 		if n > 0 {
-			d := &ratelimitv3.RateLimitDescriptor{Limit: e.override, HitsAddend: wrapperspb.UInt64(n)}
+			d := &ratelimitv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(n)}
+			if e.overridden {
+				d.Limit = rls.OverrideProto(e.override)
+			}
 			d.Entries = make([]*ratelimitv3.RateLimitDescriptor_Entry, len(e.entries))
 			for j, en := range e.entries {
 				d.Entries[j] = &ratelimitv3.RateLimitDescriptor_Entry{Key: en.Key, Value: en.Value}

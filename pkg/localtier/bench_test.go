@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // answering is an upstream that admits every record without a network or
@@ -46,7 +46,7 @@ descriptors:
 		b.Fatal(err)
 	}
 	defer tier.Close()
-	svc, _ := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: rls.NewMetrics(prometheus.NewRegistry())})
+	svc, _ := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
 	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
 	for i := range reqs {
 		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localbucket"
-	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // localLimit is the local token bucket for a limit at share of it: the
@@ -24,7 +23,7 @@ func localLimit(p algorithm.Params, share float64) localbucket.Limit {
 }
 
 // took is the set of items a local pass took tokens from: bit i for item
-// i (a request has at most rls.MaxDescriptors of them, 64).
+// i (a request has at most limiter.MaxDescriptors of them, 64).
 type took uint64
 
 // takeLocal decides b's items on the local buckets at share, all or nothing
@@ -32,7 +31,7 @@ type took uint64
 // took are given back. It fills b.Results with the local view and reports
 // whether the request was admitted, and if so which items took tokens. It
 // does not allocate.
-func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) (took, bool) {
+func (t *Tier) takeLocal(b *limiter.Batch, share float64, now time.Time) (took, bool) {
 	var set took
 	admitted := true
 	asked := 0
@@ -80,7 +79,7 @@ func (t *Tier) takeLocal(b *rls.Batch, share float64, now time.Time) (took, bool
 
 // returnLocal gives back what a local pass at share took from the items in
 // set, for a request a later tier (or another of its limits) rejected.
-func (t *Tier) returnLocal(b *rls.Batch, share float64, now time.Time, set took) {
+func (t *Tier) returnLocal(b *limiter.Batch, share float64, now time.Time, set took) {
 	for i, it := range b.Items {
 		if set&(1<<i) != 0 {
 			t.local.ReturnN(it.Key, localLimit(it.Params, share), now, float64(it.Cost))
@@ -92,10 +91,10 @@ func (t *Tier) returnLocal(b *rls.Batch, share float64, now time.Time, set took)
 // own size at share (what the global algorithm can hold, not the local
 // bucket's larger capacity for fixed windows), so that RateLimit's r never
 // exceeds what RateLimit-Policy's q allows.
-func result(d localbucket.Decision, lim localbucket.Limit, p algorithm.Params, share float64) global.Result {
+func result(d localbucket.Decision, lim localbucket.Limit, p algorithm.Params, share float64) algorithm.Result {
 	size := max(1, float64(algorithm.MaxCost(p))*share)
 	left := min(d.Remaining, size)
-	return global.Result{
+	return algorithm.Result{
 		Allowed:    d.Allowed,
 		Remaining:  int64(max(0, math.Floor(left))),
 		RetryAfter: micros(d.RetryAfter),

@@ -11,8 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/global"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // unreachable is an upstream for tests of the local pass, which never calls it.
@@ -81,7 +80,7 @@ func TestLocalNeverRejectsWhatGlobalAdmits(t *testing.T) {
 						g, _ = algorithm.Decide(g, p, now, cost, algorithm.Take)
 						continue
 					}
-					b := &rls.Batch{Items: []global.Item{{Key: "k", Params: p, Cost: cost}}, Results: make([]global.Result, 1)}
+					b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Params: p, Cost: cost}}, Results: make([]algorithm.Result, 1)}
 					localNow := base.Add(time.Duration(at) * time.Microsecond)
 					set, local := tier.takeLocal(b, 1, localNow)
 					var gr algorithm.Result
@@ -114,12 +113,12 @@ func TestTakeLocalAllOrNothing(t *testing.T) {
 	now := time.Now()
 	wide := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 3600e6, Burst: 10}
 	narrow := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: 3600e6, Burst: 1}
-	b := func() *rls.Batch {
-		return &rls.Batch{Items: []global.Item{
+	b := func() *limiter.Batch {
+		return &limiter.Batch{Items: []algorithm.Item{
 			{Key: "wide", Params: wide, Cost: 1},
 			{Key: "narrow", Params: narrow, Cost: 1},
 			{Key: "after", Params: wide, Cost: 1},
-		}, Results: make([]global.Result, 3)}
+		}, Results: make([]algorithm.Result, 3)}
 	}
 	if first := b(); !admits(tier.takeLocal(first, 1, now)) {
 		t.Fatalf("first request denied: %+v", first.Results)
@@ -167,11 +166,11 @@ func TestTakeLocalAllocs(t *testing.T) {
 	tier := localTier(t)
 	now := time.Now()
 	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e9, Window: 1e6, Burst: 1e9}
-	items := make([]global.Item, 3)
+	items := make([]algorithm.Item, 3)
 	for i := range items {
-		items[i] = global.Item{Key: fmt.Sprint("key-", i), Params: p, Cost: 1}
+		items[i] = algorithm.Item{Key: fmt.Sprint("key-", i), Params: p, Cost: 1}
 	}
-	b := &rls.Batch{Items: items, Results: make([]global.Result, len(items))}
+	b := &limiter.Batch{Items: items, Results: make([]algorithm.Result, len(items))}
 	if avg := testing.AllocsPerRun(1000, func() { tier.takeLocal(b, 1, now) }); avg != 0 {
 		t.Errorf("takeLocal allocates %v times per request; want 0", avg)
 	}
@@ -187,11 +186,11 @@ func TestReturnOnlyWhatWasTaken(t *testing.T) {
 	now := time.Now()
 	one := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: 3600e6, Burst: 1}
 	ten := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 3600e6, Burst: 10}
-	b := func() *rls.Batch {
-		return &rls.Batch{Items: []global.Item{
+	b := func() *limiter.Batch {
+		return &limiter.Batch{Items: []algorithm.Item{
 			{Key: "shadow", Params: one, Cost: 1, Shadow: true},
 			{Key: "real", Params: ten, Cost: 1},
-		}, Results: make([]global.Result, 2)}
+		}, Results: make([]algorithm.Result, 2)}
 	}
 	tier.takeLocal(b(), 1, now) // the shadow bucket is now empty
 	second := b()
@@ -200,7 +199,7 @@ func TestReturnOnlyWhatWasTaken(t *testing.T) {
 		t.Fatalf("second request: admitted %v, took %b; want admitted, only the real limit took", ok, set)
 	}
 	tier.returnLocal(second, 1, now, set) // the upstream refused it
-	check := &rls.Batch{Items: []global.Item{{Key: "shadow", Params: one}}, Results: make([]global.Result, 1)}
+	check := &limiter.Batch{Items: []algorithm.Item{{Key: "shadow", Params: one}}, Results: make([]algorithm.Result, 1)}
 	tier.takeLocal(check, 1, now)
 	if check.Results[0].Remaining != 0 {
 		t.Errorf("the empty shadow bucket holds %d after the give-back; want 0 (it took nothing)", check.Results[0].Remaining)
@@ -212,7 +211,7 @@ func TestReturnOnlyWhatWasTaken(t *testing.T) {
 func TestLocalResultWithinTheLimit(t *testing.T) {
 	tier := localTier(t)
 	p := algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: 60e6}
-	b := &rls.Batch{Items: []global.Item{{Key: "fw", Params: p, Cost: 1}}, Results: make([]global.Result, 1)}
+	b := &limiter.Batch{Items: []algorithm.Item{{Key: "fw", Params: p, Cost: 1}}, Results: make([]algorithm.Result, 1)}
 	tier.takeLocal(b, 1, time.Now())
 	if r := b.Results[0]; r.Remaining != 100 || r.ResetAfter != 0 {
 		t.Errorf("after one of 100 from a bucket of 200: %+v; want 100 left (the limit) and nothing to reset", r)

@@ -1,8 +1,8 @@
 // Package localtier is the sidecar's decision logic (cmd/localfilter): an
-// rls.Decider that answers from memory first and leaves the precise limit to
+// limiter.Decider that answers from memory first and leaves the precise limit to
 // an upstream sluice server.
 //
-// For each request, after rls.Service's flag cache ("already over limit
+// For each request, after limiter.Service's flag cache ("already over limit
 // until T", the same pkg/flagcache the server uses), which async flush answers and
 // sync upstream answers fill:
 //
@@ -20,7 +20,7 @@
 //     capacity of the limit: algorithm.Decide) and holds everyone back until
 //     it is repaid. Each key is sent with the path of the configured limit
 //     it matched here (rls.LimitPathKey) and its values as they are counted
-//     (rls.EntryValue, long ones by digest), so a pending key costs a few
+//     (limiter.EntryValue, long ones by digest), so a pending key costs a few
 //     hundred bytes whatever the request carried. The answers flag used-up
 //     keys in the cache until the upstream says they admit again.
 //
@@ -82,8 +82,8 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localbucket"
-	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // Mode is how the global limit is applied.
@@ -147,7 +147,7 @@ type Options struct {
 	MaxPendingBytes int64
 	// MaxKeys bounds the local buckets. Default 1<<20.
 	MaxKeys int
-	// Cache is the flag cache the rls.Service in front uses; async answers
+	// Cache is the flag cache the limiter.Service in front uses; async answers
 	// fill it. Optional.
 	Cache *flagcache.OverLimit
 	// Logger gets upstream transitions, once each. Default: discard.
@@ -157,7 +157,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Tier implements rls.Decider. It is safe for concurrent use; Close stops
+// Tier implements limiter.Decider. It is safe for concurrent use; Close stops
 // its flusher.
 type Tier struct {
 	opts    Options
@@ -283,15 +283,15 @@ func (t *Tier) Close() error {
 	return nil
 }
 
-// The tiers an answer can come from, as rls.Batch.Tier and metric labels.
+// The tiers an answer can come from, as limiter.Batch.Tier and metric labels.
 const (
 	tierLocal    = "local_bucket"
 	tierGlobal   = "global"
 	tierFallback = "fallback"
 )
 
-// Decide implements rls.Decider.
-func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
+// Decide implements limiter.Decider.
+func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	now := t.opts.Now()
 	if t.opts.Mode == Async {
 		// The flusher alone talks to the upstream and learns its health.
@@ -345,14 +345,14 @@ func (t *Tier) Decide(ctx context.Context, b *rls.Batch) error {
 }
 
 // fallback decides b locally at the fallback share, without the upstream.
-func (t *Tier) fallback(b *rls.Batch, now time.Time) {
+func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
 	b.Degraded, b.Tier = true, tierFallback
 	if _, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now); ok {
 		t.record(b, now) // sent when the upstream returns, within MaxPending
 	}
 }
 
-func admitted(b *rls.Batch) bool {
+func admitted(b *limiter.Batch) bool {
 	for i, r := range b.Results {
 		if !r.Allowed && !b.Items[i].Shadow {
 			return false

@@ -23,9 +23,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -78,7 +79,7 @@ func upstream(t *testing.T) *countingUpstream {
 // gRPC, as cmd/server does (with gRPC's default 4 MB message limit).
 func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *countingUpstream {
 	t.Helper()
-	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: rls.Direct{Store: m}})
+	svc, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	svc, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Now: opts.Now})
+	svc, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Now: opts.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,15 +396,15 @@ func TestNewValidates(t *testing.T) {
 
 var routeParams = algorithm.Params{Kind: algorithm.TokenBucket, Limit: 3, Window: 3600e6, Burst: 3}
 
-// batch is the decision one descriptor key=value needs, as rls.Service
-// would hand it to the Tier.
-func batch(key, value string, p algorithm.Params, cost int64) *rls.Batch {
-	r := req(key, value)
-	return &rls.Batch{
-		Domain:      "edge",
-		Items:       []global.Item{{Key: "edge/" + key + "=" + value, Params: p, Cost: cost}},
-		Descriptors: r.Descriptors,
-		Results:     make([]global.Result, 1),
+// batch is the decision one descriptor key=value needs, as the core would
+// hand it to the Tier.
+func batch(key, value string, p algorithm.Params, cost int64) *limiter.Batch {
+	return &limiter.Batch{
+		Request:     rls.Request(req(key, value)),
+		Descriptors: []int{0},
+		Paths:       []string{""},
+		Items:       []algorithm.Item{{Key: "edge/" + key + "=" + value, Params: p, Cost: cost}},
+		Results:     make([]algorithm.Result, 1),
 	}
 }
 
@@ -587,7 +588,7 @@ func TestRecordedOnTheLimitMatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	s, err := rls.New(rls.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
+	s, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,4 +610,14 @@ func TestRecordedOnTheLimitMatched(t *testing.T) {
 			t.Errorf("%s upstream: %d left; want %d", c.kv[0], got, c.left)
 		}
 	}
+}
+
+// newService is the service a sidecar serves: the core on opts, answering
+// Envoy's messages.
+func newService(opts limiter.Options) (*rls.Service, error) {
+	core, err := limiter.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return rls.NewService(core), nil
 }

@@ -3,7 +3,7 @@ package localtier
 import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the sidecar's own; decisions by tier are rls's
-// sluice_tier_decisions_total, from rls.Batch.Tier.
+// sluice_tier_decisions_total, from limiter.Batch.Tier.
 type metrics struct {
 	upstreamCalls *prometheus.CounterVec
 	upstreamUp    prometheus.Gauge

@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -53,28 +54,25 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 // request builds an upstream request: each descriptor with its cost as an
 // explicit hits_addend, its entries and any limit override shared with the
 // caller's descriptor (read only).
-func request(domain string, descs []*ratelimitv3.RateLimitDescriptor, costs []uint64) *rlsv3.RateLimitRequest {
-	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(descs))}
-	for i, d := range descs {
-		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(costs[i])}
+func request(b *limiter.Batch) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: b.Request.Domain(), Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(b.Items))}
+	for i, it := range b.Items {
+		d := rls.Descriptor(b.Request, b.Descriptors[i])
+		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(uint64(it.Cost))}
 	}
 	return req
 }
 
 // syncDecide asks the upstream to decide b and fills b.Results from its
 // answer.
-func (t *Tier) syncDecide(ctx context.Context, b *rls.Batch) error {
-	costs := make([]uint64, len(b.Items))
-	for i, it := range b.Items {
-		costs[i] = uint64(it.Cost)
-	}
-	resp, md, err := t.call(ctx, request(b.Domain, b.Descriptors, costs), rls.SidecarSync)
+func (t *Tier) syncDecide(ctx context.Context, b *limiter.Batch) error {
+	resp, md, err := t.call(ctx, request(b), rls.SidecarSync)
 	if err != nil {
 		return err
 	}
 	retries := parseRetries(md)
 	for i, st := range resp.GetStatuses() {
-		r := global.Result{
+		r := algorithm.Result{
 			Allowed:    st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT,
 			Remaining:  int64(st.GetLimitRemaining()),
 			ResetAfter: st.GetDurationUntilReset().AsDuration().Microseconds(),

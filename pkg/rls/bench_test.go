@@ -9,9 +9,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // BenchmarkShouldRateLimit measures the request path without gRPC: match,
@@ -68,7 +69,8 @@ func benchService(b *testing.B, limit string) *Service {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: Direct{Store: m}, Cache: flags, Metrics: NewMetrics(prometheus.NewRegistry())})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
+	svc := NewService(core)
 	if err != nil {
 		b.Fatal(err)
 	}

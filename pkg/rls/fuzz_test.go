@@ -16,9 +16,10 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -154,12 +155,13 @@ func FuzzShouldRateLimit(f *testing.F) {
 	}
 	store := newClockStore(f)
 	fallback, _ := global.NewMemory(global.MemoryOptions{})
-	d, err := NewStoreDecider(StoreOptions{Store: store, Fallback: fallback})
+	d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: store, Fallback: fallback})
 	if err != nil {
 		f.Fatal(err)
 	}
 	flags, _ := flagcache.New(1000)
-	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
+	svc := NewService(core)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -190,12 +192,13 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	}
 	f.Cleanup(func() { store.Close() })
 	fallback, _ := global.NewMemory(global.MemoryOptions{})
-	d, err := NewStoreDecider(StoreOptions{Store: store, Fallback: fallback, MaxWait: 5 * time.Second})
+	d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: store, Fallback: fallback, MaxWait: 5 * time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}
 	flags, _ := flagcache.New(1000)
-	svc, err := New(Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
+	svc := NewService(core)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,11 +1,12 @@
 package rls
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/pkg/wire"
@@ -35,15 +36,13 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, "bad RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		d, resp, err := s.decide(r.Context(), &req, false, nil, true)
-		s.count(resp, err, d.tier)
+		resp, err := s.ShouldRateLimit(r.Context(), &req)
 		if err != nil {
-			var bad *invalid
 			code := http.StatusServiceUnavailable
-			if errors.As(err, &bad) {
+			if status.Code(err) == codes.InvalidArgument {
 				code = http.StatusBadRequest
 			}
-			http.Error(w, err.Error(), code)
+			http.Error(w, status.Convert(err).Message(), code)
 			return
 		}
 		out, err := protojson.Marshal(resp)

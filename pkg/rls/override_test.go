@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 const overrideConfig = `domain: edge
@@ -42,7 +42,7 @@ func override(rpu uint32, unit typev3.RateLimitUnit, mult uint32) *ratelimitv3.R
 // for limits past the cap says, by the sliding window.
 func TestOverrideCannotLiftTheSlidingLogCap(t *testing.T) {
 	cfg := mustConfig(t, overrideConfig)
-	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
 	d := desc("log", "attacker")
 	d.Limit = override(1<<32-1, typev3.RateLimitUnit_HOUR, 0)
 	d.HitsAddend = wrapperspb.UInt64(1<<32 - 1)
@@ -75,7 +75,7 @@ func TestOverrideCannotLiftTheSlidingLogCap(t *testing.T) {
 // bad request before it reaches a header or the store; the longest allowed
 // one is reported without overflowing.
 func TestOverrideWindows(t *testing.T) {
-	h := start(t, Options{})
+	h := start(t, limiter.Options{})
 	for _, mult := range []uint32{101, 290, 293, 1<<32 - 1} {
 		d := desc("api_key", "w")
 		d.Limit = override(5, typev3.RateLimitUnit_YEAR, mult)
@@ -103,7 +103,7 @@ func TestOverrideWindows(t *testing.T) {
 // in a config file, rather than failing the request (which Envoy would
 // admit by default).
 func TestOverrideOfZeroBlocks(t *testing.T) {
-	h := start(t, Options{})
+	h := start(t, limiter.Options{})
 	d := desc("api_key", "z")
 	d.Limit = override(0, typev3.RateLimitUnit_SECOND, 0)
 	resp := h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
@@ -116,7 +116,7 @@ func TestOverrideOfZeroBlocks(t *testing.T) {
 // no metric series beyond the limit they override.
 func TestOverrideSeriesBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := start(t, Options{Metrics: NewMetrics(reg)})
+	h := start(t, limiter.Options{Metrics: limiter.NewMetrics(reg)})
 	for mult := uint32(1); mult <= 300; mult++ {
 		for _, key := range []string{"api_key", "unconfigured"} {
 			d := desc(key, "s")
@@ -126,37 +126,5 @@ func TestOverrideSeriesBounded(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(reg, "sluice_decisions_total"); n != 2 {
 		t.Fatalf("sluice_decisions_total has %d series after 300 override windows on two descriptors; want 2", n)
-	}
-}
-
-// TestDetailedSeriesBounded: a detailed_metric limit labels decisions with
-// request values, but a client sending ever new ones cannot grow the
-// series past MaxDetailedSeries, nor a label past MaxDetailedLabel bytes.
-func TestDetailedSeriesBounded(t *testing.T) {
-	cfg := mustConfig(t, `domain: edge
-descriptors:
-  - key: tenant
-    detailed_metric: true
-    rate_limit: {unit: second, requests_per_unit: 1000}
-`)
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	h := start(t, Options{Config: func() *config.Config { return cfg }, Metrics: m})
-	h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("tenant", strings.Repeat("t", 1000))}})
-	for i := range MaxDetailedSeries + 50 {
-		m.decision("edge", "edge.tenant", "ok", true, []string{fmt.Sprint("tenant_", i)})
-	}
-	if n := testutil.CollectAndCount(reg, "sluice_detailed_decisions_total"); n != MaxDetailedSeries+1 {
-		t.Fatalf("%d series; want %d and the overflow", n, MaxDetailedSeries)
-	}
-	families, _ := reg.Gather()
-	for _, f := range families {
-		for _, metric := range f.GetMetric() {
-			for _, l := range metric.GetLabel() {
-				if len(l.GetValue()) > MaxDetailedLabel+len("sha256:")+64 {
-					t.Errorf("label %s is %d bytes", l.GetName(), len(l.GetValue()))
-				}
-			}
-		}
 	}
 }

@@ -12,16 +12,17 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -70,7 +71,7 @@ type clockStore struct {
 	err   error
 }
 
-func (c *clockStore) Decide(_ context.Context, items []global.Item, out []global.Result) error {
+func (c *clockStore) Decide(_ context.Context, items []algorithm.Item, out []algorithm.Result) error {
 	c.calls.Add(1)
 	if c.err != nil {
 		return c.err
@@ -104,7 +105,7 @@ type harness struct {
 }
 
 // start serves a Service over gRPC on 127.0.0.1:0 and returns a client.
-func start(t *testing.T, opts Options) *harness {
+func start(t *testing.T, opts limiter.Options) *harness {
 	t.Helper()
 	h := &harness{store: newClockStore(t)}
 	if opts.Config == nil {
@@ -116,16 +117,17 @@ func start(t *testing.T, opts Options) *harness {
 	}
 	if opts.Decider == nil {
 		fallback, _ := global.NewMemory(global.MemoryOptions{})
-		d, err := NewStoreDecider(StoreOptions{Store: h.store, Mode: FailError, Fallback: fallback})
+		d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: h.store, Mode: limiter.FailError, Fallback: fallback})
 		if err != nil {
 			t.Fatal(err)
 		}
 		opts.Decider = d
 	}
-	svc, err := New(opts)
+	core, err := limiter.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	svc := NewService(core)
 	h.svc = svc
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -182,7 +184,7 @@ func codesOf(resp *rlsv3.RateLimitResponse) string {
 // TestGolden pins the exact headers and body of an admitted request and of
 // the 429 that follows, for a fixed window 15 s into its minute.
 func TestGolden(t *testing.T) {
-	h := start(t, Options{})
+	h := start(t, limiter.Options{})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "203.0.113.7")}}
 
 	resp := h.call(t, req)
@@ -221,7 +223,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestLegacyHeaders(t *testing.T) {
-	h := start(t, Options{LegacyHeaders: true})
+	h := start(t, limiter.Options{LegacyHeaders: true})
 	resp := h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "a")}})
 	got := headers(resp)
 	if got["X-RateLimit-Limit"] != "3" || got["X-RateLimit-Remaining"] != "2" || got["X-RateLimit-Reset"] != "45" {
@@ -230,7 +232,7 @@ func TestLegacyHeaders(t *testing.T) {
 }
 
 func TestSemantics(t *testing.T) {
-	h := start(t, Options{})
+	h := start(t, limiter.Options{})
 	ds := func(d ...*ratelimitv3.RateLimitDescriptor) []*ratelimitv3.RateLimitDescriptor { return d }
 
 	t.Run("statuses one to one, unmatched and unlimited OK", func(t *testing.T) {
@@ -343,13 +345,13 @@ func TestSemantics(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	h := start(t, Options{})
-	many := make([]*ratelimitv3.RateLimitDescriptor, MaxDescriptors+1)
+	h := start(t, limiter.Options{})
+	many := make([]*ratelimitv3.RateLimitDescriptor, limiter.MaxDescriptors+1)
 	for i := range many {
 		many[i] = desc("k", "v")
 	}
 	wide := &ratelimitv3.RateLimitDescriptor{}
-	for range MaxEntries + 1 {
+	for range limiter.MaxEntries + 1 {
 		wide.Entries = append(wide.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
 	}
 	negative := desc("api_key", "x")
@@ -389,7 +391,7 @@ func TestFlagCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	h := start(t, Options{Cache: c, Metrics: NewMetrics(reg)})
+	h := start(t, limiter.Options{Cache: c, Metrics: limiter.NewMetrics(reg)})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "flood"), desc("remote_address", "flood")}}
 	for range 3 {
 		h.call(t, req)
@@ -407,12 +409,11 @@ func TestFlagCache(t *testing.T) {
 	if n := h.store.calls.Load() - before; n != 0 {
 		t.Fatalf("a flood of 1000 over-limit requests made %d store calls; want 0", n)
 	}
-	tiers := h.svc.opts.Metrics.tiers
 	for _, c := range []struct {
 		tier, result string
 		want         float64
-	}{{TierStore, "ok", 3}, {TierStore, "over_limit", 1}, {TierFlagCache, "over_limit", 1000}} {
-		if got := testutil.ToFloat64(tiers.WithLabelValues(c.tier, c.result)); got != c.want {
+	}{{limiter.TierStore, "ok", 3}, {limiter.TierStore, "over_limit", 1}, {limiter.TierFlagCache, "over_limit", 1000}} {
+		if got := counter(t, reg, "sluice_tier_decisions_total", "tier", c.tier, "result", c.result); got != c.want {
 			t.Errorf("sluice_tier_decisions_total{tier=%q,result=%q} = %v; want %v", c.tier, c.result, got, c.want)
 		}
 	}
@@ -450,7 +451,7 @@ func TestReloadPurgesFlags(t *testing.T) {
 	}
 	var current atomic.Pointer[config.Config]
 	current.Store(mustConfig(t, testConfig))
-	h := start(t, Options{Cache: c, Config: current.Load})
+	h := start(t, limiter.Options{Cache: c, Config: current.Load})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}}
 	for range 4 {
 		h.call(t, req)
@@ -464,12 +465,12 @@ func TestReloadPurgesFlags(t *testing.T) {
 	}
 }
 
-// TestLongValuesAreLimited: a value past MaxValueLen is counted by its
+// TestLongValuesAreLimited: a value past limiter.MaxValueLen is counted by its
 // digest, not refused: padding a header is no way around a limit.
 func TestLongValuesAreLimited(t *testing.T) {
-	h := start(t, Options{})
-	long := strings.Repeat("k", MaxValueLen+1)
-	other := strings.Repeat("k", MaxValueLen) + "x"
+	h := start(t, limiter.Options{})
+	long := strings.Repeat("k", limiter.MaxValueLen+1)
+	other := strings.Repeat("k", limiter.MaxValueLen) + "x"
 	req := func(v string) *rlsv3.RateLimitRequest {
 		return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", v)}}
 	}
@@ -482,8 +483,8 @@ func TestLongValuesAreLimited(t *testing.T) {
 	if resp := h.call(t, req(other)); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Errorf("another long value: %s; want its own counter, OK", codesOf(resp))
 	}
-	if got, want := EntryValue(long), EntryValue(other); got == want || len(got) != len(want) || got[0] != 0 {
-		t.Errorf("EntryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
+	if got, want := limiter.EntryValue(long), limiter.EntryValue(other); got == want || len(got) != len(want) || got[0] != 0 {
+		t.Errorf("limiter.EntryValue: %q, %q; want distinct fixed-length digests led by NUL", got, want)
 	}
 }
 
@@ -496,7 +497,7 @@ func TestFlagsOnlyForOneUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	h := start(t, Options{Cache: c, Metrics: NewMetrics(reg)})
+	h := start(t, limiter.Options{Cache: c, Metrics: limiter.NewMetrics(reg)})
 	cost := func(n uint32) *rlsv3.RateLimitRequest {
 		return &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: n, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "k")}}
 	}
@@ -514,10 +515,44 @@ func TestFlagsOnlyForOneUnit(t *testing.T) {
 	for range 4 {
 		h.call(t, withShadow) // the fourth is over per-client's 3 and flags it
 	}
-	before := testutil.ToFloat64(h.svc.opts.Metrics.decisions.WithLabelValues("edge", "shadow", "shadow_over_limit"))
+	shadowed := func() float64 {
+		return counter(t, reg, "sluice_decisions_total", "domain", "edge", "limit", "shadow", "result", "shadow_over_limit")
+	}
+	before := shadowed()
 	resp := h.call(t, withShadow) // from the flag cache
-	after := testutil.ToFloat64(h.svc.opts.Metrics.decisions.WithLabelValues("edge", "shadow", "shadow_over_limit"))
+	after := shadowed()
 	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || after != before {
 		t.Errorf("a flag-cache answer: %s, shadow_over_limit %v -> %v; want OVER_LIMIT and the shadow limit not counted", codesOf(resp), before, after)
 	}
+}
+
+// counter is the value of metric name in reg with the labels given as
+// name, value pairs (0 when no such series).
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }

@@ -8,12 +8,14 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // TestSidecarRecord: hits a sidecar already admitted are recorded in full,
 // even past the limit, and the debt holds back later requests.
 func TestSidecarRecord(t *testing.T) {
-	h := start(t, Options{})
+	h := start(t, limiter.Options{})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), SidecarKey, SidecarRecord)
 	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 5, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		desc("remote_address", "debtor"), desc("nothing", "x"),

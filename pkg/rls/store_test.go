@@ -14,14 +14,15 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -45,14 +46,14 @@ func (s *syncBuffer) String() string {
 func TestFailureModes(t *testing.T) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}}
 	for _, tt := range []struct {
-		mode  FailureMode
+		mode  limiter.FailureMode
 		codes string
 		grpc  codes.Code
 	}{
-		{FailAllow, "OK:OK", codes.OK},
-		{FailDeny, "OVER_LIMIT:OVER_LIMIT", codes.OK},
-		{FailError, "", codes.Unavailable},
-		{FailLocal, "OK:OK", codes.OK},
+		{limiter.FailAllow, "OK:OK", codes.OK},
+		{limiter.FailDeny, "OVER_LIMIT:OVER_LIMIT", codes.OK},
+		{limiter.FailError, "", codes.Unavailable},
+		{limiter.FailLocal, "OK:OK", codes.OK},
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
 			store := newClockStore(t)
@@ -60,7 +61,7 @@ func TestFailureModes(t *testing.T) {
 			fallback, _ := global.NewMemory(global.MemoryOptions{})
 			var logs syncBuffer
 			now := time.Unix(1_780_000_000, 0)
-			d, err := NewStoreDecider(StoreOptions{
+			d, err := limiter.NewStoreDecider(limiter.StoreOptions{
 				Store: store, Mode: tt.mode, Fallback: fallback, LocalShare: 0.5, Breaker: breaker.Options{MinCalls: 3},
 				Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now },
 			})
@@ -71,7 +72,7 @@ func TestFailureModes(t *testing.T) {
 			// remembered as the store's (they would hide the outage from
 			// the breaker and outlast it).
 			flags, _ := flagcache.New(100)
-			h := start(t, Options{Decider: d, Cache: flags})
+			h := start(t, limiter.Options{Decider: d, Cache: flags})
 			for i := range 10 {
 				resp, err := h.client.ShouldRateLimit(context.Background(), req)
 				if status.Code(err) != tt.grpc {
@@ -82,13 +83,13 @@ func TestFailureModes(t *testing.T) {
 				}
 				// local: half of 3 per minute is 1 per process.
 				want := tt.codes
-				if tt.mode == FailLocal && i > 0 {
+				if tt.mode == limiter.FailLocal && i > 0 {
 					want = "OVER_LIMIT:OVER_LIMIT"
 				}
 				if got := codesOf(resp); got != want {
 					t.Fatalf("request %d: %s; want %s", i, got, want)
 				}
-				if tt.mode == FailDeny && headers(resp)["X-RateLimit-Reason"] != "rate limit store unavailable" {
+				if tt.mode == limiter.FailDeny && headers(resp)["X-RateLimit-Reason"] != "rate limit store unavailable" {
 					t.Fatalf("deny: reason %q", headers(resp)["X-RateLimit-Reason"])
 				}
 			}
@@ -121,7 +122,7 @@ func TestFailureModes(t *testing.T) {
 // replies this process has not got to yet (CPU saturation) looks.
 type stuckStore struct{ calls atomic.Int64 }
 
-func (s *stuckStore) Decide(ctx context.Context, _ []global.Item, _ []global.Result) error {
+func (s *stuckStore) Decide(ctx context.Context, _ []algorithm.Item, _ []algorithm.Result) error {
 	s.calls.Add(1)
 	<-ctx.Done()
 	return ctx.Err()
@@ -134,17 +135,18 @@ func (s *stuckStore) Decide(ctx context.Context, _ []global.Item, _ []global.Res
 // the store keeps being asked.
 func TestOverloadIsShed(t *testing.T) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}}
-	for _, mode := range []FailureMode{FailError, FailDeny, FailAllow, FailLocal} {
+	for _, mode := range []limiter.FailureMode{limiter.FailError, limiter.FailDeny, limiter.FailAllow, limiter.FailLocal} {
 		t.Run(mode.String(), func(t *testing.T) {
 			store := &stuckStore{}
 			fallback, _ := global.NewMemory(global.MemoryOptions{})
 			reg := prometheus.NewRegistry()
-			m := NewMetrics(reg)
-			d, err := NewStoreDecider(StoreOptions{Store: store, Mode: mode, Fallback: fallback, LocalShare: 0.5, Metrics: m.Store})
+			m := limiter.NewMetrics(reg)
+			d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: store, Mode: mode, Fallback: fallback, LocalShare: 0.5, Metrics: m.Store})
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc, err := New(Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d, Metrics: m})
+			core, err := limiter.New(limiter.Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d, Metrics: m})
+			svc := NewService(core)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,10 +169,10 @@ func TestOverloadIsShed(t *testing.T) {
 			if !d.Healthy() || store.calls.Load() != 8 {
 				t.Errorf("healthy %v after %d store calls; want closed and all 8 asked", d.Healthy(), store.calls.Load())
 			}
-			if got := testutil.ToFloat64(m.tiers.WithLabelValues(TierShed, "over_limit")); got != 7 {
+			if got := counter(t, reg, "sluice_tier_decisions_total", "tier", limiter.TierShed, "result", "over_limit"); got != 7 {
 				t.Errorf("shed over_limit = %v; want 7", got)
 			}
-			if got := testutil.ToFloat64(m.Store.errors); got != 0 {
+			if got := counter(t, reg, "sluice_store_errors_total"); got != 0 {
 				t.Errorf("store errors = %v; want 0 (the store did not fail)", got)
 			}
 		})
@@ -180,7 +182,7 @@ func TestOverloadIsShed(t *testing.T) {
 // stalledStore is a store whose Redis has stopped answering.
 type stalledStore struct{ calls atomic.Int64 }
 
-func (s *stalledStore) Decide(context.Context, []global.Item, []global.Result) error {
+func (s *stalledStore) Decide(context.Context, []algorithm.Item, []algorithm.Result) error {
 	s.calls.Add(1)
 	return global.ErrStalled
 }
@@ -194,12 +196,13 @@ func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
 	store := &stalledStore{}
 	fallback, _ := global.NewMemory(global.MemoryOptions{})
 	now := time.Unix(1_780_000_000, 0)
-	d, err := NewStoreDecider(StoreOptions{Store: store, Mode: FailError, Fallback: fallback, Breaker: breaker.Options{MinCalls: 4},
+	d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: store, Mode: limiter.FailError, Fallback: fallback, Breaker: breaker.Options{MinCalls: 4},
 		Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return mustConfig(t, testConfig) }, Decider: d})
+	svc := NewService(core)
 	if err != nil {
 		t.Fatal(err)
 	}

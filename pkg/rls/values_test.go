@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 const valuesConfig = `domain: edge
@@ -32,7 +33,7 @@ func agent(v string) *rlsv3.RateLimitRequest {
 // value (the finding: it was answered Internal, which Envoy admits).
 func TestValuesNotUTF8AreDecided(t *testing.T) {
 	cfg := mustConfig(t, valuesConfig)
-	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
 	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
 		if got := codesOf(h.call(t, agent("curl\xff"))); got != want {
 			t.Fatalf("request %d with a 0xFF byte: %s; want %s", i+1, got, want)
@@ -48,12 +49,12 @@ func TestValuesNotUTF8AreDecided(t *testing.T) {
 	}
 }
 
-// TestLongValuesMatchTheirRules: padding a value past MaxValueLen neither
+// TestLongValuesMatchTheirRules: padding a value past limiter.MaxValueLen neither
 // steps around a rule it matches nor merges it with another long value
 // (the finding: a padded scanner fell through to the looser limit).
 func TestLongValuesMatchTheirRules(t *testing.T) {
 	cfg := mustConfig(t, valuesConfig)
-	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
 	pad := strings.Repeat("A", 1100)
 	for _, v := range []string{"sqlmap/1.7" + pad, pad + "sqlmap/1.7", pad + "sqlmap/1.7" + pad + pad} {
 		if got := codesOf(h.call(t, agent(v))); got != "OVER_LIMIT:OVER_LIMIT" {
@@ -75,7 +76,7 @@ func TestLongValuesMatchTheirRules(t *testing.T) {
 // bytes as the gRPC path does, on the same count.
 func TestJSONValuesNotUTF8(t *testing.T) {
 	cfg := mustConfig(t, valuesConfig)
-	h := start(t, Options{Config: func() *config.Config { return cfg }})
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
 	srv := httptest.NewServer(JSONHandler(h.svc))
 	t.Cleanup(srv.Close)
 	body := []byte("{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"user_agent\",\"value\":\"wget\xff\"}]}]}")

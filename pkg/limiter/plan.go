@@ -1,21 +1,17 @@
-package rls
+package limiter
 
 import (
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/global"
 )
 
 // smallRequest is how many descriptors a request may carry and still have
-// its decision, slices included, in one allocation, and its reply in
-// another; Envoy's routes mostly send one or two. Larger requests allocate
-// their slices apart.
+// its decision, its answer and their slices in one allocation; Envoy's
+// routes mostly send one or two. Larger requests allocate their slices
+// apart.
 const smallRequest = 2
 
-// decision is what one request resolved to.
+// decision is what one request resolved to, and its answer.
 type decision struct {
 	// cfg is the config snapshot the request was matched on.
 	cfg *config.Config
@@ -34,61 +30,63 @@ type decision struct {
 	// cached: answered from the flag cache.
 	cached bool
 	// tier decided the request; empty when no limit applied.
-	tier string
+	tier   string
+	answer Answer
 
 	// The slices' backing arrays for a small request.
 	small struct {
-		paths       [smallRequest]string
-		basePaths   [smallRequest]string
-		matched     [smallRequest]*config.Limit
-		itemOf      [smallRequest]int
-		items       [smallRequest]global.Item
-		limits      [smallRequest]*config.Limit
-		descriptors [smallRequest]*ratelimitv3.RateLimitDescriptor
-		results     [smallRequest]global.Result
-		overridden  [smallRequest]bool
+		basePaths  [smallRequest]string
+		matched    [smallRequest]*config.Limit
+		itemOf     [smallRequest]int
+		items      [smallRequest]algorithm.Item
+		limits     [smallRequest]*config.Limit
+		descs      [smallRequest]int
+		results    [smallRequest]algorithm.Result
+		overridden [smallRequest]bool
+		statuses   [smallRequest]Status
+		headers    [smallHeaders]Header
 	}
 }
 
 // plan matches each descriptor and builds the batch of items to decide.
 // With paths (a sidecar's recorded hits: one per descriptor, see
-// LimitPathKey), each descriptor's limit is the one its path names, and no
-// limit replaces another.
-func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []string) *decision {
-	domain := req.GetDomain()
-	ds := req.GetDescriptors()
-	d := &decision{cfg: cfg, batch: Batch{Domain: domain}}
+// DecideOptions.Paths), each descriptor's limit is the one its path names,
+// and no limit replaces another.
+func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decision {
+	domain := req.Domain()
+	n := req.Len()
+	d := &decision{cfg: cfg, batch: Batch{Request: req}}
 	var matched []*config.Limit
 	var basePaths []string // per descriptor, the configured limit it matched
-	if n := len(ds); n <= smallRequest {
+	if n <= smallRequest {
 		matched, d.itemOf, basePaths = d.small.matched[:n], d.small.itemOf[:n], d.small.basePaths[:n]
 		d.batch.Items, d.batch.Limits = d.small.items[:0], d.small.limits[:0]
-		d.batch.Descriptors, d.overridden = d.small.descriptors[:0], d.small.overridden[:0]
-		d.batch.Paths = d.small.paths[:0]
+		d.batch.Descriptors, d.overridden = d.small.descs[:0], d.small.overridden[:0]
 	} else {
 		matched, d.itemOf, basePaths = make([]*config.Limit, n), make([]int, n), make([]string, n)
 	}
 	var overrides uint64 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
-	entries := make([]config.Entry, 0, MaxEntries)
-	for i, desc := range ds {
+	var entryBuf [MaxEntries]config.Entry
+	for i := range n {
 		var l *config.Limit
 		if paths != nil {
 			l = cfg.LimitAt(domain, paths[i])
 		}
 		if l == nil && (paths == nil || paths[i] != "") {
-			entries = entries[:0]
-			for _, e := range desc.GetEntries() {
+			entries := entryBuf[:0]
+			for j := range req.Entries(i) {
 				// Matched on the value as sent, however long or whatever its
 				// bytes, so padding cannot move it off a rule; counted by
 				// EntryValue (appendKey).
-				entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+				k, v := req.Entry(i, j)
+				entries = append(entries, config.Entry{Key: k, Value: v})
 			}
 			l = cfg.Match(domain, entries)
 		}
 		if l != nil {
 			basePaths[i] = l.Path
 		}
-		if o := desc.GetLimit(); o != nil && cfg.HasDomain(domain) {
+		if o, ok := req.Override(i); ok && cfg.HasDomain(domain) {
 			l = withOverride(domain, l, o)
 			overrides |= 1 << i
 		}
@@ -96,18 +94,19 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []
 			matched[i] = l
 		}
 	}
+	d.batch.Paths = basePaths
 	if paths == nil {
 		dropReplaced(matched)
 	}
 
-	reqCost := int64(req.GetHitsAddend())
+	reqCost := int64(req.Cost())
 	if reqCost == 0 {
 		reqCost = 1
 	}
 	var buf [128]byte
-	n := 0
+	stored := 0
 	// Limits to decide first, then the blocking ones.
-	for pass := 0; pass < 2; pass++ {
+	for pass := range 2 {
 		for i, l := range matched {
 			if pass == 0 {
 				d.itemOf[i] = -1
@@ -115,48 +114,46 @@ func (s *Service) plan(cfg *config.Config, req *rlsv3.RateLimitRequest, paths []
 			if l == nil || l.RateLimit.Blocks() != (pass == 1) {
 				continue
 			}
-			desc := ds[i]
 			cost := reqCost
-			if h := desc.GetHitsAddend(); h != nil {
-				cost = int64(h.GetValue()) // an explicit 0 checks without consuming
+			if c, set := req.DescriptorCost(i); set {
+				cost = int64(c) // an explicit 0 checks without consuming
 			}
 			p := l.RateLimit.Params()
-			key := s.appendKey(buf[:0], domain, l, p, desc)
+			key := s.appendKey(buf[:0], domain, l, p, req, i)
 			d.itemOf[i] = len(d.batch.Items)
-			d.batch.Items = append(d.batch.Items, global.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
+			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
 			d.batch.Limits = append(d.batch.Limits, l)
-			d.batch.Descriptors = append(d.batch.Descriptors, desc)
-			d.batch.Paths = append(d.batch.Paths, basePaths[i])
+			d.batch.Descriptors = append(d.batch.Descriptors, i)
 			d.overridden = append(d.overridden, overrides&(1<<i) != 0)
 		}
 		if pass == 0 {
-			n = len(d.batch.Items)
+			stored = len(d.batch.Items)
 		}
 	}
 	if len(d.batch.Items) <= smallRequest {
 		d.batch.Results = d.small.results[:len(d.batch.Items)]
 	} else {
-		d.batch.Results = make([]global.Result, len(d.batch.Items))
+		d.batch.Results = make([]algorithm.Result, len(d.batch.Items))
 	}
-	for j := n; j < len(d.batch.Items); j++ {
+	for j := stored; j < len(d.batch.Items); j++ {
 		w := d.batch.Items[j].Params.Window
-		d.batch.Results[j] = global.Result{RetryAfter: w, ResetAfter: w}
+		d.batch.Results[j] = algorithm.Result{RetryAfter: w, ResetAfter: w}
 		if !d.batch.Items[j].Shadow {
 			d.blocked = true
 		}
 	}
 	if d.blocked {
-		for j := 0; j < n; j++ {
-			d.batch.Results[j] = global.Result{Allowed: true} // not asked
+		for j := range stored {
+			d.batch.Results[j] = algorithm.Result{Allowed: true} // not asked
 		}
 	}
 	d.store = Batch{
-		Domain:      domain,
-		Items:       d.batch.Items[:n],
-		Limits:      d.batch.Limits[:n],
-		Descriptors: d.batch.Descriptors[:n],
-		Paths:       d.batch.Paths[:n],
-		Results:     d.batch.Results[:n],
+		Request:     req,
+		Items:       d.batch.Items[:stored],
+		Limits:      d.batch.Limits[:stored],
+		Descriptors: d.batch.Descriptors[:stored],
+		Paths:       d.batch.Paths,
+		Results:     d.batch.Results[:stored],
 	}
 	return d
 }
@@ -187,12 +184,14 @@ func dropReplaced(limits []*config.Limit) {
 }
 
 // appendKey builds the store key of one limit instance: the domain, the
-// limit's config path and algorithm, and the request's entries.
-func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, desc *ratelimitv3.RateLimitDescriptor) []byte {
+// limit's config path and algorithm, and descriptor i's entries as they are
+// counted (EntryValue).
+func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, req Request, i int) []byte {
 	var buf [256]byte
-	name := global.NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
-	for _, e := range desc.GetEntries() {
-		name = name.Add(e.GetKey()).Add(EntryValue(e.GetValue()))
+	name := NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
+	for j := range req.Entries(i) {
+		k, v := req.Entry(i, j)
+		name = name.Add(k).Add(EntryValue(v))
 	}
 	return name.AppendKey(dst, s.opts.KeyPrefix)
 }

@@ -1,4 +1,4 @@
-package rls
+package limiter
 
 import (
 	"strconv"
@@ -7,9 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/sluicehq/sluice/pkg/config"
 )
 
@@ -17,9 +14,6 @@ import (
 // request: built once per configured limit and config snapshot rather than
 // on every reply.
 type limitText struct {
-	// current is the status's current_limit, shared by every reply: read
-	// only.
-	current *rlsv3.RateLimitResponse_RateLimit
 	// name is the policy name as a Structured Field string.
 	name string
 	// policy is the limit's RateLimit-Policy list member: name;q=..;w=..
@@ -39,7 +33,7 @@ func newLimitText(l *config.Limit) *limitText {
 	b = strconv.AppendUint(b, uint64(l.RateLimit.RequestsPerUnit), 10)
 	b = append(b, ";w="...)
 	b = strconv.AppendInt(b, int64(l.RateLimit.Window()/time.Second), 10)
-	t := &limitText{current: currentLimit(l), name: name, policy: string(b), reason: headerSafe(l.PolicyName())}
+	t := &limitText{name: name, policy: string(b), reason: headerSafe(l.PolicyName())}
 	const marker = "\x01retry\x01" // JSON escapes it: it cannot come from the name
 	body := string(problemBody([]string{l.PolicyName()}, overLimitDetail(l.PolicyName(), marker)))
 	if head, tail, ok := strings.Cut(body, `\u0001retry\u0001`); ok && !strings.Contains(tail, `\u0001retry\u0001`) {
@@ -55,18 +49,6 @@ func (t *limitText) body(retry int64) []byte {
 	b = append(b, t.bodyHead...)
 	b = strconv.AppendInt(b, retry, 10)
 	return append(b, t.bodyTail...)
-}
-
-func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
-	cl := &rlsv3.RateLimitResponse_RateLimit{
-		Name:            l.PolicyName(),
-		RequestsPerUnit: l.RateLimit.RequestsPerUnit,
-		Unit:            responseUnit(l.RateLimit.Unit),
-	}
-	if m := l.RateLimit.UnitMultiplier; m > 1 {
-		cl.UnitMultiplier = wrapperspb.UInt32(m)
-	}
-	return cl
 }
 
 // limitTexts holds the texts of one config snapshot's limits; a reload

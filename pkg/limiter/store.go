@@ -1,4 +1,4 @@
-package rls
+package limiter
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/global"
 )
 
 // FailureMode is what a StoreDecider does while its store is unavailable.
@@ -48,7 +48,16 @@ func ParseFailureMode(s string) (FailureMode, error) {
 
 // Store decides items all or nothing: global.Memory and global.Redis.
 type Store interface {
-	Decide(ctx context.Context, items []global.Item, out []global.Result) error
+	Decide(ctx context.Context, items []algorithm.Item, out []algorithm.Result) error
+}
+
+// stalled is an error by which a store says it stopped answering (not
+// that it refused): global.ErrStalled. See StoreDecider.
+type stalled interface{ Stalled() bool }
+
+func isStall(err error) bool {
+	var s stalled
+	return errors.As(err, &s) && s.Stalled()
 }
 
 // Direct decides on a store that cannot be unavailable (the in-memory
@@ -87,7 +96,8 @@ type StoreOptions struct {
 // StoreDecider decides on a store (Redis) and tells three things apart:
 //
 //   - The store failed this request: it refused or reset the connection,
-//     or stopped answering (global.ErrStalled). The failure counts towards
+//     or stopped answering (an error with Stalled() true, as
+//     global.ErrStalled). The failure counts towards
 //     the circuit breaker (pkg/breaker: a failure rate over a window),
 //     which, once open, stops calling the store for its cooldown and lets
 //     one probe through at a time after it; while it is open, requests are
@@ -205,7 +215,7 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	d.opts.Metrics.storeError()
 	d.opts.Logger.Debug("store call failed", "error", err.Error())
 	d.breaker.Failure(probe, err)
-	if errors.Is(err, global.ErrStalled) && d.breaker.State() == breaker.Closed {
+	if isStall(err) && d.breaker.State() == breaker.Closed {
 		// Redis has not answered for a while. On a machine with no CPU to
 		// spare a healthy Redis can wait that long for a core: until the
 		// breaker's failure rate says Redis is down, decide in memory.
@@ -223,7 +233,7 @@ func (d *StoreDecider) shed(ctx context.Context, b *Batch) error {
 
 // decideLocally decides b on the fallback store at the local share.
 func (d *StoreDecider) decideLocally(ctx context.Context, b *Batch) error {
-	local := make([]global.Item, len(b.Items))
+	local := make([]algorithm.Item, len(b.Items))
 	for i, it := range b.Items {
 		it.Params.Limit = share(it.Params.Limit, d.opts.LocalShare)
 		it.Params.Burst = share(it.Params.Burst, d.opts.LocalShare)
@@ -240,12 +250,12 @@ func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 	case FailAllow:
 		for i, it := range b.Items {
 			// Nothing was counted: report the limit untouched.
-			b.Results[i] = global.Result{Allowed: true, Remaining: it.Params.Limit}
+			b.Results[i] = algorithm.Result{Allowed: true, Remaining: it.Params.Limit}
 		}
 		return nil
 	case FailDeny:
 		for i := range b.Items {
-			b.Results[i] = global.Result{RetryAfter: 1_000_000, ResetAfter: 1_000_000}
+			b.Results[i] = algorithm.Result{RetryAfter: 1_000_000, ResetAfter: 1_000_000}
 		}
 		b.Unavailable = true
 		return nil

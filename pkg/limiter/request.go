@@ -1,4 +1,4 @@
-package rls
+package limiter
 
 import (
 	"crypto/sha256"
@@ -6,11 +6,36 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/pkg/config"
 )
+
+// Request is a rate-limit request as the core reads it: a view of an
+// adapter's wire form (Envoy's protobuf, say) that the core reads in place,
+// without copying it. Descriptors are numbered 0 to Len()-1 and their
+// entries 0 to Entries(i)-1.
+type Request interface {
+	Domain() string
+	// Cost is the request's hits_addend; 0 means 1.
+	Cost() uint32
+	Len() int
+	Entries(i int) int
+	Entry(i, j int) (key, value string)
+	// DescriptorCost is descriptor i's own hits_addend, which replaces the
+	// request's when set; an explicit 0 checks without consuming.
+	DescriptorCost(i int) (cost uint64, set bool)
+	// Override is descriptor i's per-request limit (Envoy's `limit`), if
+	// it has one.
+	Override(i int) (Override, bool)
+}
+
+// Override is a descriptor's per-request limit. Unit 0 is not a unit (the
+// adapter could not map the wire's); Multiplier 0 was given as 0, which is
+// refused (an unset multiplier is 1).
+type Override struct {
+	RequestsPerUnit uint32
+	Unit            config.Unit
+	Multiplier      uint32
+}
 
 // Limits on one request. Envoy sends a handful of descriptors of a few
 // entries each; anything far beyond is a bug or an attack, and is refused
@@ -30,62 +55,63 @@ const (
 	MaxCost = 1 << 32
 )
 
-// invalid is a bad request, reported as InvalidArgument.
-type invalid struct{ msg string }
+// InvalidError is a request that cannot be decided: adapters answer it as
+// a bad request (gRPC InvalidArgument, HTTP 400).
+type InvalidError struct{ msg string }
 
-func (e *invalid) Error() string { return e.msg }
+func (e *InvalidError) Error() string { return e.msg }
 
-func invalidf(format string, args ...any) error { return &invalid{fmt.Sprintf(format, args...)} }
+// Invalidf is a bad request's error.
+func Invalidf(format string, args ...any) error {
+	return &InvalidError{fmt.Sprintf(format, args...)}
+}
 
-func validate(req *rlsv3.RateLimitRequest) error {
-	switch d := req.GetDomain(); {
+func validate(req Request) error {
+	switch d := req.Domain(); {
 	case d == "":
-		return invalidf("domain is empty")
+		return Invalidf("domain is empty")
 	case len(d) > MaxDomainLen:
-		return invalidf("domain is %d bytes; at most %d", len(d), MaxDomainLen)
+		return Invalidf("domain is %d bytes; at most %d", len(d), MaxDomainLen)
 	}
-	ds := req.GetDescriptors()
-	if len(ds) > MaxDescriptors {
-		return invalidf("%d descriptors; at most %d", len(ds), MaxDescriptors)
+	n := req.Len()
+	if n > MaxDescriptors {
+		return Invalidf("%d descriptors; at most %d", n, MaxDescriptors)
 	}
-	for i, d := range ds {
-		if err := validateDescriptor(d); err != nil {
-			return invalidf("descriptor %d: %v", i, err)
+	for i := range n {
+		if err := validateDescriptor(req, i); err != nil {
+			return Invalidf("descriptor %d: %v", i, err)
 		}
 	}
 	return nil
 }
 
-func validateDescriptor(d *ratelimitv3.RateLimitDescriptor) error {
-	es := d.GetEntries()
-	switch {
-	case len(es) == 0:
+func validateDescriptor(req Request, i int) error {
+	switch n := req.Entries(i); {
+	case n == 0:
 		return fmt.Errorf("no entries")
-	case len(es) > MaxEntries:
-		return fmt.Errorf("%d entries; at most %d", len(es), MaxEntries)
-	case d.GetIsNegativeHits():
-		return fmt.Errorf("is_negative_hits is not supported")
-	case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() > MaxCost:
-		return fmt.Errorf("hits_addend %d; at most %d", d.GetHitsAddend().GetValue(), uint64(MaxCost))
+	case n > MaxEntries:
+		return fmt.Errorf("%d entries; at most %d", n, MaxEntries)
 	}
-	for j, e := range es {
-		switch {
-		case e.GetKey() == "":
+	if c, set := req.DescriptorCost(i); set && c > MaxCost {
+		return fmt.Errorf("hits_addend %d; at most %d", c, uint64(MaxCost))
+	}
+	for j := range req.Entries(i) {
+		switch k, _ := req.Entry(i, j); {
+		case k == "":
 			return fmt.Errorf("entry %d: empty key", j)
-		case len(e.GetKey()) > MaxKeyLen:
-			return fmt.Errorf("entry %d: key is %d bytes; at most %d", j, len(e.GetKey()), MaxKeyLen)
+		case len(k) > MaxKeyLen:
+			return fmt.Errorf("entry %d: key is %d bytes; at most %d", j, len(k), MaxKeyLen)
 		}
 	}
-	if o := d.GetLimit(); o != nil {
+	if o, ok := req.Override(i); ok {
 		// The window rule of config files. requests_per_unit needs none: 0
 		// blocks, as in a file, and up to 2^32−1 every algorithm counts
-		// exactly (a sliding log past its cap is decided by the sliding
-		// window: see withOverride).
-		unit, ok := overrideUnit(o.GetUnit())
-		if !ok {
-			return fmt.Errorf("limit override: unit %v is not a unit", o.GetUnit())
+		// exactly (past an algorithm's own bounds, the sliding window
+		// counts: see withOverride).
+		if o.Unit == 0 {
+			return fmt.Errorf("limit override: not a unit")
 		}
-		if err := config.CheckWindow(unit, overrideMultiplier(o)); err != nil {
+		if err := config.CheckWindow(o.Unit, o.Multiplier); err != nil {
 			return fmt.Errorf("limit override: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package rls
+package limiter
 
 import (
 	"context"
@@ -20,11 +20,12 @@ func (s *Service) observe(d *decision) {
 		}
 		var values []string
 		if l.DetailedMetric {
-			for _, e := range b.Descriptors[j].GetEntries() {
-				values = append(values, EntryValue(e.GetKey())+"_"+EntryValue(e.GetValue()))
+			for k := range b.Request.Entries(b.Descriptors[j]) {
+				key, value := b.Request.Entry(b.Descriptors[j], k)
+				values = append(values, EntryValue(key)+"_"+EntryValue(value))
 			}
 		}
-		s.opts.Metrics.decision(b.Domain, l.PolicyName(), result, l.DetailedMetric, values)
+		s.opts.Metrics.decision(b.Request.Domain(), l.PolicyName(), result, l.DetailedMetric, values)
 		if result == "ok" {
 			continue
 		}
@@ -33,16 +34,17 @@ func (s *Service) observe(d *decision) {
 			s.opts.Metrics.suppressed(1)
 			continue
 		}
-		keys := make([]string, 0, len(b.Descriptors[j].GetEntries()))
-		for _, e := range b.Descriptors[j].GetEntries() {
-			keys = append(keys, e.GetKey())
+		keys := make([]string, 0, b.Request.Entries(b.Descriptors[j]))
+		for k := range b.Request.Entries(b.Descriptors[j]) {
+			key, _ := b.Request.Entry(b.Descriptors[j], k)
+			keys = append(keys, key)
 		}
 		msg := "over limit"
 		if l.ShadowMode {
 			msg = "over limit (shadow mode: not rejected)"
 		}
 		attrs := []slog.Attr{
-			slog.String("domain", b.Domain),
+			slog.String("domain", b.Request.Domain()),
 			slog.String("descriptor", strings.Join(keys, ".")),
 			slog.String("limit", l.PolicyName()),
 			slog.Int64("retry_after_ms", r.RetryAfter/1000),

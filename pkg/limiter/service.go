@@ -1,0 +1,313 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/flagcache"
+)
+
+// Decider decides all the limits of one request at once.
+type Decider interface {
+	// Decide fills b.Results, one per item, all or nothing: if a
+	// non-shadow item is denied, no item consumes. An error means no
+	// decision was made.
+	Decide(ctx context.Context, b *Batch) error
+}
+
+// Batch is the decision one request needs. Its slices may live in the
+// request's own space: a Decider must not keep them past Decide.
+type Batch struct {
+	// Request is the request being decided; Descriptors are, per item, the
+	// index of the descriptor it comes from (a sidecar forwards them).
+	Request     Request
+	Descriptors []int
+	Items       []algorithm.Item
+	// Limits are the limit behind each item (read only).
+	Limits []*config.Limit
+	// Paths are, per descriptor, the path of the configured limit it
+	// matched before any override ("" for none): what a sidecar sends with
+	// recorded hits (DecideOptions.Paths).
+	Paths   []string
+	Results []algorithm.Result
+	// Degraded is set by a Decider that decided without its store (a
+	// failure mode, a shed request); such answers are not remembered in
+	// the flag cache.
+	Degraded bool
+	// Unavailable is set when the failure mode denied because the store
+	// was unavailable; the answer says so.
+	Unavailable bool
+	// Tier names what decided, for sluice_tier_decisions_total: set by the
+	// Decider; empty means TierStore.
+	Tier string
+}
+
+// Tiers the Service itself reports in sluice_tier_decisions_total.
+const (
+	TierStore       = "store"        // the Decider, when it names no tier
+	TierFlagCache   = "flag_cache"   // the flag cache, without the Decider
+	TierConfig      = "config"       // a limit with requests_per_unit 0, without the Decider
+	TierFailureMode = "failure_mode" // StoreDecider's failure mode, the store unavailable
+	TierShed        = "shed"         // StoreDecider's local answer, this process too slow for the store's
+)
+
+// ErrUnavailable says the decision could not be made and the caller
+// (Envoy, through its failure_mode_deny) should decide.
+var ErrUnavailable = errors.New("rate limit store unavailable")
+
+// ErrNoConfig says no descriptor config is loaded yet.
+var ErrNoConfig = errors.New("no descriptor config loaded")
+
+// ErrRecordDenied says a caller Options.RecordAllowed refuses asked to
+// record hits.
+var ErrRecordDenied = errors.New("this caller may not record hits: its client certificate names none of the server's -record-clients")
+
+// Options configure a Service.
+type Options struct {
+	// Config returns the current descriptor config; it is read once per
+	// request. Required.
+	Config func() *config.Config
+	// Decider decides. Required.
+	Decider Decider
+	// Cache, if set, answers keys that were just found over limit from
+	// memory until their retry time.
+	Cache *flagcache.OverLimit
+	// KeyPrefix starts every store key. Default "sluice:".
+	KeyPrefix string
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.
+	LegacyHeaders bool
+	// Logger gets one line per rejection, rate-limited. Default: discard.
+	Logger *slog.Logger
+	// Metrics, if set, counts decisions.
+	Metrics *Metrics
+	// Now is the clock for the flag cache. Default time.Now.
+	Now func() time.Time
+	// RecordAllowed, if set, says whether a caller may record hits a
+	// sidecar admitted (DecideOptions.Record): one it refuses gets
+	// ErrRecordDenied. Unset, every caller may.
+	RecordAllowed func(ctx context.Context) bool
+}
+
+// DecideOptions say how a request is decided and answered.
+type DecideOptions struct {
+	// Record marks hits a sidecar already admitted: they are recorded in
+	// full (algorithm.Force, within its debt cap), past the flag cache, and
+	// a status is over limit when its limit is used up.
+	Record bool
+	// Paths, with Record, name per descriptor the configured limit the
+	// sidecar matched ("" for none): the hits are recorded on it rather
+	// than on what the descriptor would match here, since a sidecar sends
+	// values as they are counted (EntryValue: long ones by digest), on
+	// which a wildcard rule could not be matched again; and requests that
+	// were decided apart are recorded apart, never replacing one another. A
+	// path this config does not know is matched as usual. Ignored unless
+	// there is one per descriptor.
+	Paths []string
+	// Content asks for what a client's answer carries: the limits, the
+	// headers and, on a 429, the problem body. A sidecar needs codes and
+	// times only.
+	Content bool
+}
+
+// Service is sluice's decision core. It is safe for concurrent use.
+type Service struct {
+	opts  Options
+	logs  *logLimiter
+	texts textCache
+
+	// flagsCfg is the config the flag cache's entries were decided under:
+	// a flag repeats an answer of its limits, so a new config purges them.
+	// flagsMu orders a purge against flags being added (read-locked).
+	flagsCfg atomic.Pointer[config.Config]
+	flagsMu  sync.RWMutex
+}
+
+// New returns a Service.
+func New(opts Options) (*Service, error) {
+	if opts.Config == nil || opts.Decider == nil {
+		return nil, errors.New("limiter: Config and Decider are required")
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "sluice:"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{opts: opts, logs: newLogLimiter(10, time.Second)}, nil
+}
+
+// Decide decides req and answers it. The answer lives until the next call
+// only in the sense that nothing else writes it: it is the caller's.
+// Errors: *InvalidError for a request that cannot be decided,
+// ErrUnavailable (wrapped) when the store could not decide and the failure
+// mode says so, ErrNoConfig, ErrRecordDenied, or the context's.
+func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*Answer, error) {
+	if o.Record && s.opts.RecordAllowed != nil && !s.opts.RecordAllowed(ctx) {
+		s.count(nil, ErrRecordDenied, "")
+		return nil, ErrRecordDenied
+	}
+	d, err := s.decide(ctx, req, o)
+	if err != nil {
+		s.count(nil, err, d.tier)
+		return nil, err
+	}
+	s.count(&d.answer, nil, d.tier)
+	return &d.answer, nil
+}
+
+func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*decision, error) {
+	if err := validate(req); err != nil {
+		return &decision{}, err
+	}
+	cfg := s.opts.Config()
+	if cfg == nil {
+		return &decision{}, ErrNoConfig
+	}
+	s.flagsFollow(cfg)
+	paths := o.Paths
+	if !o.Record || len(paths) != req.Len() {
+		paths = nil
+	}
+	d := s.plan(cfg, req, paths)
+	if o.Record {
+		for i := range d.batch.Items {
+			d.batch.Items[i].Mode = algorithm.Force
+		}
+	}
+	switch {
+	case d.blocked:
+		d.tier = TierConfig
+	case len(d.store.Items) > 0:
+		now := s.opts.Now()
+		if !o.Record && s.fromCache(d, now) {
+			d.tier = TierFlagCache
+			break
+		}
+		if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
+			return d, err
+		}
+		d.tier = d.store.Tier
+		if d.tier == "" {
+			d.tier = TierStore
+		}
+		d.batch.Unavailable = d.store.Unavailable
+		s.flag(cfg, &d.store, now)
+	}
+	s.answer(d, o.Content)
+	s.observe(d)
+	return d, nil
+}
+
+// count counts one request by outcome, and by the tier that decided it
+// when one did.
+func (s *Service) count(a *Answer, err error, tier string) {
+	code := "ok"
+	switch {
+	case err == nil && a.Overall == OverLimit:
+		code = "over_limit"
+	case err == nil:
+	case isInvalid(err):
+		code = "invalid"
+	case errors.Is(err, ErrRecordDenied):
+		code = "denied"
+	default:
+		code = "error"
+	}
+	s.opts.Metrics.request(code)
+	if tier != "" && err == nil {
+		s.opts.Metrics.tierDecision(tier, code)
+	}
+}
+
+// isInvalid reports whether err is a bad request's. (A function of its
+// own: the target errors.As needs escapes, and the request path should not
+// allocate it when there is no error.)
+func isInvalid(err error) bool {
+	var bad *InvalidError
+	return errors.As(err, &bad)
+}
+
+// flagsFollow purges the flag cache when cfg, the current config, is not
+// the one its flags were decided under: a reload that raises a limit takes
+// effect at once rather than when the flags expire. Requests still on an
+// older snapshot never purge (nor add flags, see flag).
+func (s *Service) flagsFollow(cfg *config.Config) {
+	if s.opts.Cache == nil || s.flagsCfg.Load() == cfg || s.opts.Config() != cfg {
+		return
+	}
+	s.flagsMu.Lock()
+	defer s.flagsMu.Unlock()
+	if s.flagsCfg.Load() != cfg {
+		if s.flagsCfg.Load() != nil {
+			s.opts.Cache.Purge()
+		}
+		s.flagsCfg.Store(cfg)
+	}
+}
+
+// fromCache answers the request from the flag cache when one of its
+// non-shadow keys is flagged over limit: the store would reject it, and
+// all-or-nothing means the other limits would consume nothing.
+func (s *Service) fromCache(d *decision, now time.Time) bool {
+	c := s.opts.Cache
+	if c == nil {
+		return false
+	}
+	hit := false
+	b := &d.store
+	for i, it := range b.Items {
+		if it.Shadow {
+			// Never flagged, so not known: as below.
+			b.Results[i] = algorithm.Result{Allowed: true}
+			continue
+		}
+		if until, ok := c.Until(it.Key, now); ok {
+			left := until.Sub(now).Microseconds()
+			b.Results[i] = algorithm.Result{Allowed: false, RetryAfter: left, ResetAfter: left}
+			hit = true
+		} else {
+			// Not known: reported as allowed with nothing to say about
+			// what is left, since the store was not asked.
+			b.Results[i] = algorithm.Result{Allowed: true}
+		}
+	}
+	if hit {
+		d.cached = true
+		s.opts.Metrics.cacheHit()
+	}
+	return hit
+}
+
+// flag remembers the keys the decider found over limit until their retry
+// time, so a flood from one client costs no more store calls. Only items
+// denied on their own are flagged, never one the request's other limits
+// vetoed, and never a shadow item; and only requests of one unit (a check
+// of zero is judged as one), whose retry time is the key's for every later
+// request: a costlier one refused can leave room for cheaper ones.
+func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
+	c := s.opts.Cache
+	if c == nil || b.Degraded {
+		return
+	}
+	s.flagsMu.RLock()
+	defer s.flagsMu.RUnlock()
+	if s.flagsCfg.Load() != cfg {
+		return // decided on a config that has since been replaced
+	}
+	for i, r := range b.Results {
+		it := &b.Items[i]
+		// A Force item's answer is already for the next unit.
+		if !r.Allowed && !it.Shadow && r.RetryAfter > 0 && (it.Cost <= 1 || it.Mode == algorithm.Force) {
+			c.Add(it.Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))
+		}
+	}
+}

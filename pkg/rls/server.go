@@ -1,0 +1,257 @@
+package rls
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/reload"
+)
+
+// ServerOptions assemble a whole rate limit service: the server's, the
+// sidecar's and pkg/httplimit's Engine alike. Zero values take the defaults
+// given.
+type ServerOptions struct {
+	// Config is a descriptor config file or directory, reloaded when it
+	// changes (a bad file is rejected and the last good config kept).
+	// Required.
+	Config string
+
+	// Decider, if set, builds the decider from the flag cache the service
+	// uses (nil when the cache is off): the sidecar's local tier. Otherwise
+	// a store decides: Redis when set, else the in-memory store.
+	Decider func(cache *flagcache.OverLimit) (limiter.Decider, error)
+	// Redis, if set, counts limits in Redis (*redis.Client, Sentinel's
+	// failover client, or with Cluster a *redis.ClusterClient), through a
+	// StoreDecider with the failure mode, breaker and shedding below. The
+	// service does not close the client.
+	Redis   global.Scripter
+	Cluster bool
+	// StoreTimeout is how long Redis may leave a reply overdue
+	// (global.RedisOptions.Timeout). Default 10ms.
+	StoreTimeout time.Duration
+	// RedisPipelines are the pipelines in flight at once. Default 4.
+	RedisPipelines int
+	// FailureMode, LocalShare, MaxWait and Breaker: see
+	// limiter.StoreOptions. MaxWait defaults to max(1s, 5 × StoreTimeout).
+	FailureMode limiter.FailureMode
+	LocalShare  float64
+	MaxWait     time.Duration
+	Breaker     breaker.Options
+	// MemoryKeys and MemoryBytes bound the in-memory store (the embedded
+	// store, and the fallback Redis's requests are shed to): see
+	// global.MemoryOptions.
+	MemoryKeys  int
+	MemoryBytes int64
+
+	// CacheSize is the flag cache's keys: 0 means flagcache.DefaultSize,
+	// a negative value turns it off.
+	CacheSize int
+	// KeyPrefix, LegacyHeaders, RecordAllowed: see limiter.Options.
+	KeyPrefix     string
+	LegacyHeaders bool
+	RecordAllowed func(context.Context) bool
+
+	Logger *slog.Logger
+	// Registerer, if set, gets the service's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Server is an assembled rate limit service: the decision core on its
+// decider and the config being watched, served over gRPC (Service) and
+// /json, with the admin routes both daemons offer (Admin). Close releases
+// it. It is safe for concurrent use.
+type Server struct {
+	Service *Service
+	config  *reload.Watcher
+	flags   *flagcache.OverLimit
+	store   *limiter.StoreDecider // on Redis; nil otherwise
+	redis   *global.Redis
+	cancel  context.CancelFunc
+	done    <-chan error
+	log     *slog.Logger
+}
+
+// NewServer loads the config, builds the stores and the decider, and
+// starts watching the config for changes.
+func NewServer(o ServerOptions) (_ *Server, err error) {
+	if o.Config == "" {
+		return nil, errors.New("rls: ServerOptions.Config is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = 10 * time.Millisecond
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = max(time.Second, 5*o.StoreTimeout)
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = flagcache.DefaultSize
+	}
+	s := &Server{log: o.Logger}
+	defer func() {
+		if err != nil {
+			s.Close() // the Redis writers would outlive a failed NewServer
+		}
+	}()
+	if s.config, err = reload.New(reload.Options{Path: o.Config, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var metrics *limiter.Metrics
+	if o.Registerer != nil {
+		metrics = limiter.NewMetrics(o.Registerer)
+	}
+	if o.CacheSize > 0 {
+		if s.flags, err = flagcache.New(o.CacheSize); err != nil {
+			return nil, err
+		}
+		if o.Registerer != nil {
+			o.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_flag_cache_keys",
+				Help: "Keys in the over-limit flag cache, expired flags not yet removed included.",
+			}, func() float64 { return float64(s.flags.Len()) }))
+		}
+	}
+	decider, err := s.decider(o, metrics)
+	if err != nil {
+		return nil, err
+	}
+	core, err := limiter.New(limiter.Options{
+		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
+		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Service = NewService(core)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.done, err = s.config.Watch(ctx); err != nil {
+		o.Logger.Warn("config changes will not be watched", "error", err.Error())
+		err = nil
+	}
+	return s, nil
+}
+
+// decider is o's decider: its own, or a store's.
+func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Decider, error) {
+	if o.Decider != nil {
+		return o.Decider(s.flags)
+	}
+	memory, err := global.NewMemory(global.MemoryOptions{MaxKeys: o.MemoryKeys, MaxBytes: o.MemoryBytes})
+	if err != nil {
+		return nil, err
+	}
+	if o.Redis == nil {
+		// The embedded store cannot be unavailable: no failure mode.
+		return limiter.Direct{Store: memory}, nil
+	}
+	if s.redis, err = global.NewRedis(global.RedisOptions{Client: o.Redis, Cluster: o.Cluster, Timeout: o.StoreTimeout, Writers: o.RedisPipelines}); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if err := s.redis.Load(lctx); err != nil {
+		o.Logger.Warn("could not load scripts into Redis at start; the failure mode applies until it answers", "error", err.Error())
+	}
+	cancel()
+	var sm *limiter.StoreMetrics
+	if metrics != nil {
+		sm = metrics.Store
+	}
+	s.store, err = limiter.NewStoreDecider(limiter.StoreOptions{
+		Store: s.redis, MaxWait: o.MaxWait, Mode: o.FailureMode, Fallback: memory, LocalShare: o.LocalShare,
+		Breaker: o.Breaker, Logger: o.Logger, Metrics: sm,
+	})
+	return s.store, err
+}
+
+// Config is the config being served.
+func (s *Server) Config() *reload.Watcher { return s.config }
+
+// Close stops watching the config and releases the Redis writers (not the
+// Redis client, which is the caller's). It is safe to call more than once.
+func (s *Server) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		s.cancel = nil
+		if s.done != nil {
+			if err := <-s.done; err != nil {
+				s.log.Warn("config watch ended", "error", err.Error())
+			}
+		}
+	}
+	if s.redis != nil {
+		r := s.redis
+		s.redis = nil
+		return r.Close()
+	}
+	return nil
+}
+
+// Readiness is what /readyz says beyond the config: "" and true when all is
+// well, else a note and whether the service is still ready.
+type Readiness func() (note string, ready bool)
+
+// Admin is the admin routes both daemons serve: /healthz, /readyz (the
+// config version and last reload; the store's state, or extra's when
+// set), /metrics from gather, /config and /json.
+func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		msg := "ready: config " + s.config.Current().Version()
+		note, ready := s.storeReadiness()
+		if extra != nil {
+			note, ready = extra()
+		}
+		if !ready {
+			http.Error(w, "not ready: "+note+"; config "+s.config.Current().Version(), http.StatusServiceUnavailable)
+			return
+		}
+		if note != "" {
+			msg += "; " + note
+		}
+		if err := s.config.LastError(); err != nil {
+			msg += "; last reload rejected: " + err.Error()
+		}
+		fmt.Fprintln(w, msg)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s.config.Current()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.Handle("/json", JSONHandler(s.Service))
+	return mux
+}
+
+// storeReadiness: a dead store is ready enough when the failure mode
+// decides without it; with mode error every request would fail.
+func (s *Server) storeReadiness() (string, bool) {
+	if s.store == nil || s.store.Healthy() {
+		return "", true
+	}
+	if s.store.Mode() == limiter.FailError {
+		return "rate limit store unavailable (failure mode error)", false
+	}
+	return "store unavailable, failure mode " + s.store.Mode().String(), true
+}
