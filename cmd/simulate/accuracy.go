@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/pkg/config"
 )
 
 const accuracySynopsis = `Usage: simulate accuracy [-clients 1000 -duration 10m -seed 1 -limit 100 -window 1m]

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/pkg/config"
 )
 
 const runSynopsis = `Usage: simulate run -config PATH [-domain D] (-trace FILE.csv | -pattern NAME) [flags]
