@@ -2,6 +2,8 @@ GO ?= go
 
 .PHONY: test deps vet unit run bench fuzz
 
+FUZZTIME ?= 30s
+
 # test: everything CI runs. Installs missing tools first. The end-to-end
 # tests run on their own, after the rest: they drive the machine with loads
 # and faults of their own (a surge on both cores, Redis frozen) and measure
@@ -13,6 +15,25 @@ test: deps
 
 deps:
 	./scripts/install-test-deps.sh
+
+# unit: the fast tests, with nothing installed: those that need
+# redis-server, docker-compose or the built binaries (e2e/) are skipped,
+# saying so (-short). make test runs everything.
+unit:
+	$(GO) test -short -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+# fuzz: each fuzz target for FUZZTIME (default 30s); the Redis one needs
+# redis-server (make deps).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config
+	$(GO) test -run '^$$' -fuzz '^FuzzGlob$$' -fuzztime $(FUZZTIME) ./pkg/config
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./pkg/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzRateLimitReset$$' -fuzztime $(FUZZTIME) ./pkg/retry
+	$(GO) test -run '^$$' -fuzz '^FuzzShouldRateLimit$$' -fuzztime $(FUZZTIME) ./pkg/rls
+	$(GO) test -run '^$$' -fuzz '^FuzzShouldRateLimitRedis$$' -fuzztime $(FUZZTIME) ./pkg/rls
 
 # run: the server on its embedded in-memory store with the example config.
 run:

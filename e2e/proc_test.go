@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"net/http"
@@ -32,6 +33,11 @@ var binaries struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: -short: skipped (the tests build and run the binaries with redis-server; make test runs them)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "sluice-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -147,6 +147,9 @@ func readCompose(t *testing.T, root string) composeFile {
 // TestComposeConfig runs Compose's own validation of the file. No Docker engine is needed for
 // `config`.
 func TestComposeConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs docker-compose (make test installs and runs it)")
+	}
 	bin, err := exec.LookPath("docker-compose")
 	if err != nil {
 		t.Fatalf("docker-compose not found (%v): run ./scripts/install-test-deps.sh, which installs Debian's docker-compose", err)
