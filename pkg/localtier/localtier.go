@@ -1,4 +1,4 @@
-// Package localtier is the sidecar's decision logic (cmd/localfilter): an
+// Package localtier is the sidecar's decision logic (cmd/localfilter): a
 // limiter.Decider that answers from memory first and leaves the precise limit to
 // an upstream sluice server.
 //

@@ -8,13 +8,14 @@
 //     bounds the attempts, each wait and the total time. When it gives up
 //     it hands back the last response, body intact, so the caller sees
 //     what the server said.
-//   - Limiter, a token bucket a client sets below a server's limit to pace
-//     bulk work so that most 429s never happen.
+//   - pacing: Options.Pace, a golang.org/x/time/rate Limiter set below a
+//     server's limit, spaces out every attempt, retries included, so that
+//     most 429s never happen.
 //
-// Both take their time from the caller where it matters (Options.Clock,
-// Limiter.AllowAt, Limiter.ReserveAt), so tests step through time instead
-// of sleeping.
+// The Transport takes its time from Options.Clock, so tests step through
+// time instead of sleeping.
 //
-// The package depends on the standard library only and must not import any
-// other sluice package: client programs import it without the server.
+// The package depends on the standard library and golang.org/x/time only
+// and must not import any other sluice package: client programs import it
+// without the server.
 package retry

@@ -1,13 +1,14 @@
 package retry_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/pkg/retry"
 )
@@ -41,27 +42,27 @@ func ExampleTransport() {
 	// Output: 200 hello after 2 attempts
 }
 
-func ExampleLimiter() {
-	// Pace bulk work at 2 requests a second with bursts of 3, stepping
-	// through time instead of sleeping.
-	l := retry.NewLimiter(2, 3)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, at := range []time.Duration{0, 0, 0, 0, 250 * time.Millisecond, 500 * time.Millisecond} {
-		fmt.Printf("t+%v: %v\n", at, l.AllowAt(t0.Add(at), 1))
-	}
-	wait, _ := l.ReserveAt(t0.Add(500*time.Millisecond), 1, time.Minute)
-	fmt.Println("next token in", wait)
+func ExampleOptions_pace() {
+	// A server whose limit is 100 requests a second: pace the client at
+	// 80 a second, bursts of 10, retries included.
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+	}))
+	defer srv.Close()
 
-	// In real code, Wait blocks until a token is due.
-	if err := retry.NewLimiter(10, 1).Wait(context.Background()); err != nil {
-		fmt.Println(err)
+	client := &http.Client{Transport: retry.NewTransport(retry.Options{
+		Pace: rate.NewLimiter(80, 10),
+	})}
+	start := time.Now()
+	for range 12 { // the burst, then one every 12.5ms
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
-	// Output:
-	// t+0s: true
-	// t+0s: true
-	// t+0s: true
-	// t+0s: false
-	// t+250ms: false
-	// t+500ms: true
-	// next token in 500ms
+	fmt.Println(calls.Load(), "requests, the last two paced:", time.Since(start) >= 20*time.Millisecond)
+	// Output: 12 requests, the last two paced: true
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ func rateLimitReset(h http.Header) (d time.Duration, ok bool) {
 // so has at most 15 digits, saturating where a Duration would overflow.
 func seconds(n int64) time.Duration {
 	if n > maxSeconds {
-		return never
+		return math.MaxInt64
 	}
 	return time.Duration(n) * time.Second
 }

@@ -1,12 +1,15 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Defaults used for the zero fields of Options.
@@ -54,6 +57,17 @@ type Options struct {
 	// request or the client's network will not work, not that the server
 	// is briefly unable.
 	Retryable func(*http.Response) bool
+	// Pace, if set, paces every attempt, retries included: before each
+	// the Transport takes one token, waiting on Clock until it is due. A
+	// client set below a server's limit (rate.NewLimiter(80, 10) under a
+	// limit of 100/s) stays below it even when retries add to its
+	// traffic, which a limiter the caller waits on before RoundTrip cannot
+	// promise. A wait that would end past the request context's deadline
+	// is not begun, and gives its token back. Pacing waits are not
+	// backoff: they count toward MaxElapsed as they pass but are not cut
+	// short by it. Share one Limiter among the Transports that call the
+	// same server. Default nil: no pacing.
+	Pace *rate.Limiter
 	// Next sends each attempt. Default http.DefaultTransport.
 	Next http.RoundTripper
 	// Clock reads the time and waits. Default the system clock.
@@ -163,12 +177,20 @@ func NewTransport(o Options) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := t.opts.withDefaults() // idempotent; lets the zero Transport work
 	if o.MaxAttempts == 1 || !replayable(req) {
+		if err := o.pace(req.Context(), 1); err != nil {
+			closeBody(req)
+			return nil, err
+		}
 		return o.Next.RoundTrip(req)
 	}
 	ctx := req.Context()
 	start := o.Clock.Now()
 	attempt := req
 	for n := 0; ; n++ {
+		if err := o.pace(ctx, n+1); err != nil {
+			closeBody(attempt)
+			return nil, err
+		}
 		resp, err := o.Next.RoundTrip(attempt)
 		if err == nil && !o.Retryable(resp) {
 			return resp, nil
@@ -215,6 +237,35 @@ func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.opts.withDefaults().Next.(closeIdler); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// pace waits on the Clock for Pace's token for the given attempt.
+func (o *Options) pace(ctx context.Context, attempt int) error {
+	if o.Pace == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := o.Clock.Now()
+	r := o.Pace.ReserveN(now, 1)
+	if !r.OK() {
+		return fmt.Errorf("retry: Pace (burst %d) can never allow attempt %d", o.Pace.Burst(), attempt)
+	}
+	wait := r.DelayFrom(now)
+	if wait <= 0 {
+		return nil
+	}
+	// The deadline is on the system clock, whatever Clock is.
+	if deadline, ok := ctx.Deadline(); ok && wait > time.Until(deadline) {
+		r.CancelAt(now)
+		return fmt.Errorf("retry: pacing attempt %d would wait %v, past the context deadline: %w", attempt, wait, context.DeadlineExceeded)
+	}
+	if err := o.Clock.Sleep(ctx, wait); err != nil {
+		r.CancelAt(o.Clock.Now())
+		return fmt.Errorf("retry: pacing attempt %d: %w", attempt, err)
+	}
+	return nil
 }
 
 // delay is the wait before retry n given the time left in the budget, or
