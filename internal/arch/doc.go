@@ -1,3 +1,4 @@
-// Package arch holds the test that keeps sluice's package dependencies as
-// ARCHITECTURE.md states them. It has no code of its own.
+// Package arch holds the tests that keep the rules ARCHITECTURE.md states
+// about the code as a whole: the package dependencies, the exported types'
+// word on concurrency, and the length of a file. It has no code of its own.
 package arch

@@ -22,6 +22,8 @@ import (
 // Kind names an algorithm. The zero value is TokenBucket, the default.
 // Everything an algorithm is (its name, decision, refund, validation and
 // bounds) is one row of the table in kinds.go.
+//
+// Kinds are plain values, safe to share between goroutines.
 type Kind uint8
 
 const (
@@ -70,6 +72,9 @@ func (k Kind) HasBurst() bool { return k < numKinds && kinds[k].hasBurst }
 // Params describe one limit: Limit units of cost per Window microseconds.
 // Burst is the capacity of the algorithms that have one (Kind.HasBurst);
 // the others ignore it.
+//
+// A plain value, safe to copy and to read from many goroutines. The zero
+// value is not a limit: Validate refuses it.
 type Params struct {
 	Kind   Kind
 	Limit  int64
@@ -102,6 +107,8 @@ func (p Params) Validate() error {
 }
 
 // Mode says how a decision treats its cost.
+//
+// Modes are plain values, safe to share between goroutines.
 type Mode uint8
 
 const (
@@ -116,6 +123,8 @@ const (
 )
 
 // Result is one decision. Durations are in microseconds.
+//
+// A plain value, safe to copy and to read from many goroutines.
 type Result struct {
 	Allowed bool
 	// Remaining is what is left after this decision, rounded down.
@@ -137,6 +146,10 @@ type Result struct {
 //	fixed_window:   T window start,       A count
 //	sliding_window: T window start,       A current count, B previous count
 //	sliding_log:    Log runs of accepted units, oldest first (see Run)
+//
+// A State is owned by whoever holds the key (a store, under its lock): the
+// functions here neither keep it nor share its Log, and a State is not safe
+// for concurrent writes. The zero value is a fresh key.
 type State struct {
 	Exists bool
 	F      float64

@@ -1,6 +1,8 @@
 package algorithm
 
 // Item is one limit of a request, on the key that holds its state.
+//
+// A plain value: copy it freely; concurrent reads are safe.
 type Item struct {
 	Key    string
 	Params Params

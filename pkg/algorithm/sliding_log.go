@@ -11,6 +11,8 @@ import (
 // log's oldest entry was written (a running sum, so that the k-th oldest
 // unit is found by binary search). A log is oldest first; its times never
 // decrease and each run holds at least one unit.
+//
+// A plain value, safe to copy and to read from many goroutines.
 type Run struct {
 	T, N, Total int64
 }

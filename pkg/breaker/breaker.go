@@ -25,6 +25,8 @@ import (
 )
 
 // State is a breaker's state.
+//
+// States are plain values, safe to share between goroutines.
 type State uint8
 
 const (
@@ -46,6 +48,9 @@ func (s State) String() string {
 }
 
 // Options configure a Breaker. Zero values take the defaults given.
+//
+// New copies it, so changing it afterwards changes nothing; the Breaker
+// is safe for concurrent use.
 type Options struct {
 	// Window is how far back outcomes count. Default 1s.
 	Window time.Duration

@@ -12,6 +12,8 @@ import (
 
 // Unit is the time unit of a limit. The zero value is no unit: it is what an
 // unlimited limit carries.
+//
+// Units are plain values, safe to share between goroutines.
 type Unit uint8
 
 // The units envoyproxy/ratelimit accepts, in its order of size.
@@ -119,6 +121,8 @@ func (r RateLimit) Validate() error {
 // For an Unlimited limit, Unit, RequestsPerUnit and Burst are zero,
 // UnitMultiplier is 1 and Algorithm is the zero value: nothing is counted.
 // Otherwise RequestsPerUnit, UnitMultiplier and Burst are at least 1.
+//
+// A plain value, safe to copy and to read from many goroutines.
 type RateLimit struct {
 	Name            string // `name` from the file; may be empty
 	Unit            Unit
@@ -157,10 +161,14 @@ func (r RateLimit) Params() algorithm.Params {
 
 // Entry is one (key, value) pair of a request's descriptor. It is comparable
 // and is used directly as a map key, so matching builds no strings.
+//
+// A plain value, safe to share between goroutines.
 type Entry struct{ Key, Value string }
 
 // Limit is one descriptor node that carries a rate_limit, as matched.
 // Limits are shared by every request that matches them: never modify one.
+//
+// Being read only, a Limit is safe for concurrent use.
 type Limit struct {
 	Domain string
 	// Path identifies the configured node; see the package documentation for
@@ -190,6 +198,8 @@ func (l *Limit) PolicyName() string {
 
 // Error is a config error at a place in a file. Line is 1-based; it is 0
 // when the error concerns a file as a whole.
+//
+// A plain value, safe to share between goroutines once returned.
 type Error struct {
 	File   string
 	Line   int

@@ -13,7 +13,9 @@ import (
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
-// Item is one limit of a request; Result is its decision.
+// Item is one limit of a request; Result is its decision. Both are
+// pkg/algorithm's plain values, safe to copy and to read from many
+// goroutines.
 type (
 	Item   = algorithm.Item
 	Result = algorithm.Result

@@ -14,6 +14,9 @@ import (
 )
 
 // MemoryOptions configure a Memory store.
+//
+// NewMemory copies them, so changing them afterwards changes nothing; the
+// Memory store is safe for concurrent use.
 type MemoryOptions struct {
 	// MaxKeys bounds the keys held; when full, the least recently used key
 	// is dropped (idle keys first, since their state has usually expired).

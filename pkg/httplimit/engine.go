@@ -18,6 +18,10 @@ import (
 )
 
 // EngineOptions configure an Engine.
+//
+// NewEngine copies them, so changing them afterwards changes nothing;
+// what they point to (a Redis client, a registry, a logger) is shared with
+// the Engine, which is safe for concurrent use.
 type EngineOptions struct {
 	// Config is a descriptor config file or directory in the server's
 	// format, reloaded when it changes (a bad file is rejected and the last

@@ -31,11 +31,18 @@ import (
 
 // Limiter decides a rate-limit request: an *Engine, or Remote around a
 // sluice server's gRPC client.
+//
+// The middleware calls it from every request's goroutine: an implementation
+// must be safe for concurrent use (an *Engine and Remote are).
 type Limiter interface {
 	ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 }
 
 // Options configure a Middleware.
+//
+// New copies them, but not the Descriptors' backing arrays nor what the
+// funcs close over: those are read from every request's goroutine and must
+// not change after New.
 type Options struct {
 	// Limiter decides. Required.
 	Limiter Limiter
@@ -58,9 +65,15 @@ type Options struct {
 }
 
 // Descriptor is one descriptor: its entries, in order.
+//
+// The middleware reads it from every request's goroutine: do not modify a
+// Descriptor once passed to New.
 type Descriptor []Entry
 
 // Entry is one key and where its value comes from.
+//
+// Its Value is called from every request's goroutine: it must be safe for
+// concurrent use.
 type Entry struct {
 	Key   string
 	Value Source

@@ -24,6 +24,9 @@ import (
 // It suits the bucket algorithms, whose allowance returns request by
 // request. Under a window algorithm a queued request is refused again until
 // the window turns, and waits turn after turn until then, within MaxWait.
+//
+// A Queue is configuration: New copies it, and the queue it describes is
+// safe for concurrent use.
 type Queue struct {
 	// Size bounds the requests waiting at once. Required.
 	Size int

@@ -12,6 +12,9 @@ import (
 
 // Source gives a descriptor entry its value from a request; false when the
 // request has none, which leaves the entry's descriptor out.
+//
+// It is called from every request's goroutine: a Source must be safe for
+// concurrent use (the ones this package returns are).
 type Source func(*http.Request) (string, bool)
 
 // ClientIP is the address of the client, read from X-Forwarded-For only

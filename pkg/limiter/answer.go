@@ -25,6 +25,8 @@ const (
 // Code is an answer's verdict, for a request or one of its descriptors.
 // The zero value is not a verdict: answers carry OK or OverLimit only
 // (Envoy asserts on its UNKNOWN).
+//
+// Codes are plain values, safe to share between goroutines.
 type Code uint8
 
 const (
@@ -36,6 +38,8 @@ const (
 // one with its descriptors, the verdict, and (DecideOptions.Content) the
 // headers and, on a 429, the problem-details body. Adapters turn it into
 // their wire form. It is read only.
+//
+// It is read only, and so safe to read from many goroutines.
 type Answer struct {
 	// Config is the snapshot the request was matched on: Status.Limit is
 	// one of its limits unless Status.Overridden.
@@ -47,6 +51,8 @@ type Answer struct {
 }
 
 // Status is the answer for one descriptor.
+//
+// A plain value, safe to copy and to read from many goroutines.
 type Status struct {
 	// Limit is the limit that applied, nil when none did (nothing matched,
 	// or an unlimited limit); with Content only. Read only.
@@ -67,6 +73,8 @@ type Status struct {
 }
 
 // Header is one response header for the client.
+//
+// A plain value, safe to share between goroutines.
 type Header struct{ Key, Value string }
 
 // smallHeaders is how many headers an answer holds in the decision's own

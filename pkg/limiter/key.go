@@ -24,6 +24,9 @@ const tagLen = 32
 // KeyName is the name of a limit instance, built part by part. Its
 // encoding is this package's: callers add parts and make the key, nothing
 // else, so no two different lists of parts can name the same key.
+//
+// A KeyName belongs to the goroutine building it and is not safe for
+// concurrent use; the zero value is an empty name, ready to use.
 type KeyName struct{ b []byte }
 
 // NewKeyName starts an empty name in buf's space (buf[:0]): a stack array

@@ -15,6 +15,8 @@ import (
 // of results, so cardinality is bounded by the config; request descriptor
 // values appear only in sluice_detailed_decisions_total, for limits that
 // set detailed_metric. A nil *Metrics counts nothing.
+//
+// Metrics are safe for concurrent use.
 type Metrics struct {
 	// detailedMu guards detailedSeen, the descriptor labels of
 	// sluice_detailed_decisions_total so far: at most MaxDetailedSeries.
@@ -41,6 +43,8 @@ const (
 )
 
 // StoreMetrics describe the store behind a StoreDecider.
+//
+// StoreMetrics are safe for concurrent use.
 type StoreMetrics struct {
 	latency     prometheus.Histogram
 	errors      prometheus.Counter

@@ -13,6 +13,9 @@ import (
 // adapter's wire form (Envoy's protobuf, say) that the core reads in place,
 // without copying it. Descriptors are numbered 0 to Len()-1 and their
 // entries 0 to Entries(i)-1.
+//
+// A Request is read by the goroutine deciding it and need not be safe for
+// concurrent use; the core keeps nothing of it past Decide.
 type Request interface {
 	Domain() string
 	// Cost is the request's hits_addend; 0 means 1.
@@ -31,6 +34,8 @@ type Request interface {
 // Override is a descriptor's per-request limit. Unit 0 is not a unit (the
 // adapter could not map the wire's); Multiplier 0 was given as 0, which is
 // refused (an unset multiplier is 1).
+//
+// A plain value, safe to copy and to read from many goroutines.
 type Override struct {
 	RequestsPerUnit uint32
 	Unit            config.Unit
@@ -57,6 +62,8 @@ const (
 
 // InvalidError is a request that cannot be decided: adapters answer it as
 // a bad request (gRPC InvalidArgument, HTTP 400).
+//
+// A plain value, safe to share between goroutines once returned.
 type InvalidError struct{ msg string }
 
 func (e *InvalidError) Error() string { return e.msg }

@@ -14,6 +14,9 @@ import (
 )
 
 // Decider decides all the limits of one request at once.
+//
+// A Service calls it from every request's goroutine: an implementation must
+// be safe for concurrent use.
 type Decider interface {
 	// Decide fills b.Results, one per item, all or nothing: if a
 	// non-shadow item is denied, no item consumes. An error means no
@@ -23,6 +26,9 @@ type Decider interface {
 
 // Batch is the decision one request needs. Its slices may live in the
 // request's own space: a Decider must not keep them past Decide.
+//
+// A Batch belongs to one request's goroutine and is not safe for concurrent
+// use.
 type Batch struct {
 	// Request is the request being decided; Descriptors are, per item, the
 	// index of the descriptor it comes from (a sidecar forwards them).
@@ -69,6 +75,10 @@ var ErrNoConfig = errors.New("no descriptor config loaded")
 var ErrRecordDenied = errors.New("this caller may not record hits: its client certificate names none of the server's -record-clients")
 
 // Options configure a Service.
+//
+// New copies them; what they name (Config, Decider, Cache, Logger,
+// Metrics, Now, RecordAllowed) is shared with the Service, which calls it
+// from every request's goroutine: each must be safe for concurrent use.
 type Options struct {
 	// Config returns the current descriptor config; it is read once per
 	// request. Required.
@@ -95,6 +105,9 @@ type Options struct {
 }
 
 // DecideOptions say how a request is decided and answered.
+//
+// A plain value, safe to share between goroutines. The zero value
+// decides a client's request and answers codes and times only.
 type DecideOptions struct {
 	// Record marks hits a sidecar already admitted: they are recorded in
 	// full (algorithm.Force, within its debt cap), past the flag cache, and

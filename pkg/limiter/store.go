@@ -13,6 +13,8 @@ import (
 )
 
 // FailureMode is what a StoreDecider does while its store is unavailable.
+//
+// FailureModes are plain values, safe to share between goroutines.
 type FailureMode uint8
 
 const (
@@ -47,6 +49,9 @@ func ParseFailureMode(s string) (FailureMode, error) {
 }
 
 // Store decides items all or nothing: global.Memory and global.Redis.
+//
+// A StoreDecider calls it from every request's goroutine: an implementation
+// must be safe for concurrent use.
 type Store interface {
 	Decide(ctx context.Context, items []algorithm.Item, out []algorithm.Result) error
 }
@@ -62,6 +67,9 @@ func isStall(err error) bool {
 
 // Direct decides on a store that cannot be unavailable (the in-memory
 // store): no timeout, no breaker, no failure mode.
+//
+// It is safe for concurrent use if its Store is (both stores are). The zero
+// value has no Store and must not be used.
 type Direct struct{ Store Store }
 
 // Decide implements Decider.
@@ -70,6 +78,9 @@ func (d Direct) Decide(ctx context.Context, b *Batch) error {
 }
 
 // StoreOptions configure a StoreDecider.
+//
+// NewStoreDecider copies them; the Store, Breaker and Metrics they name are
+// shared, and used from every request's goroutine.
 type StoreOptions struct {
 	Store Store
 	// MaxWait bounds how long a request waits for the store when its caller

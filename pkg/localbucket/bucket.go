@@ -12,6 +12,8 @@ import (
 // Callers may pass a different Limit for a key than last time (a configuration
 // reload): the bucket keeps its tokens, capped at the new Burst, and refills at
 // the new Rate from then on.
+//
+// A plain value, safe to copy and to read from many goroutines.
 type Limit struct {
 	Rate  float64 // tokens per second
 	Burst float64 // capacity in tokens
@@ -35,6 +37,8 @@ const InfDuration = time.Duration(math.MaxInt64)
 
 // Decision is the answer to one request. It is a value: returning it costs no
 // allocation.
+//
+// Safe to share between goroutines.
 type Decision struct {
 	// Allowed reports whether the n tokens were available and taken.
 	Allowed bool

@@ -19,6 +19,9 @@ const DefaultShards = 64
 // buckets are reclaimed first, exactly; dropping an idle bucket that has not yet
 // refilled would hand its key tokens it has not earned. MaxKeys is the only
 // knob memory needs.
+//
+// New copies it, so changing it afterwards changes nothing; the Buckets
+// are safe for concurrent use.
 type Options struct {
 	// MaxKeys bounds the number of keys held in total; it must be positive.
 	// It is split evenly over the shards, so a shard may evict while another

@@ -18,6 +18,17 @@
 // way comes back with a full bucket, so eviction only ever errs towards
 // admitting, never towards rejecting.
 //
+// Why a bucket of its own and not pkg/algorithm's token bucket, which decides
+// the global limit: that one is the twin of a Lua script, so it counts in
+// whole tokens and integer microseconds (the store's clock) and carries what
+// only a shared store needs (debt under Force, integer Remaining). The
+// sidecar's bucket holds a share of a limit spread over many proxies, which
+// is fractional (100/s over 7 proxies is 14.28…/s and a burst of 14.28…
+// tokens), runs on the process's monotonic clock in nanoseconds, and gives
+// tokens back (ReturnN) when the global answer overrides the local one.
+// Folding the two together would put floats into the Lua twin or whole
+// numbers into the share; both would change answers.
+//
 // The package depends on the standard library only: no store, no gRPC, no
 // configuration, no metrics. Callers map their own limits to a Limit.
 package localbucket

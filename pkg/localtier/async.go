@@ -2,7 +2,6 @@ package localtier
 
 import (
 	"context"
-	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -22,9 +21,6 @@ import (
 )
 
 const (
-	// pendingShards spreads the pending hits over independently locked maps,
-	// so that parallel requests rarely wait on one another or on a flush.
-	pendingShards = 64
 	// maxPerCall is the descriptors one flush call carries: the server's cap.
 	maxPerCall = limiter.MaxDescriptors
 	// flushParallel is how many calls of one flush are in flight at once:
@@ -32,117 +28,6 @@ const (
 	// requests the upstream serves.
 	flushParallel = 4
 )
-
-// pending aggregates the hits admitted in async mode per key until a flush
-// sends them. It holds at most max keys and maxBytes bytes (as estimated by
-// pendingSize); the hits of a key that finds no room are dropped and
-// counted.
-type pending struct {
-	seed          maphash.Seed
-	max, maxBytes int64
-	keys, bytes   atomic.Int64 // held, across shards
-	shards        [pendingShards]pendingShard
-}
-
-type pendingShard struct {
-	mu   sync.Mutex
-	hits map[string]hits // guarded by mu; cleared, not replaced, by drain
-	// Pad the 16 bytes above to 128 so that two shards' locks never share a
-	// cache line or an adjacent-line prefetch pair.
-	_ [128 - 16]byte
-}
-
-// hits are one key's admitted, unsent hits, with what the upstream needs to
-// record them on the key's limit: the domain, the configured limit's path
-// (rls.LimitPathKey), the descriptor's entries with their values as they
-// are counted (limiter.EntryValue: a long value by its digest, so a pending key
-// holds a few hundred bytes whatever the request carried) and any limit
-// override.
-type hits struct {
-	domain, path string
-	entries      []config.Entry
-	override     limiter.Override
-	overridden   bool
-	n            uint64
-	// first and last are when the first and the last of the n were
-	// admitted, and memory how long the key's limit remembers a hit (ns;
-	// see memory): what stale hits are worth when they are sent late.
-	first, last, memory int64
-	size                int64 // pendingSize, counted in pending.bytes
-}
-
-// pendingOverhead estimates a pending key's memory beyond its strings: its
-// map entry, the hits and the entries' headers.
-const pendingOverhead = 256
-
-func pendingSize(key string, h *hits) int64 {
-	n := int64(pendingOverhead + len(key) + len(h.domain) + len(h.path))
-	for _, e := range h.entries {
-		n += int64(len(e.Key) + len(e.Value) + 32)
-	}
-	if h.overridden {
-		n += 16
-	}
-	return n
-}
-
-func newPending(max int, maxBytes int64) *pending {
-	p := &pending{seed: maphash.MakeSeed(), max: int64(max), maxBytes: maxBytes}
-	for i := range p.shards {
-		p.shards[i].hits = make(map[string]hits)
-	}
-	return p
-}
-
-// add adds n hits admitted between first and last to key's pending hits
-// and returns the keys now pending, or reports false if the key was new
-// and found no room. A new key's hits are built by describe, only then.
-func (p *pending) add(key string, n uint64, first, last int64, describe func() hits) (int64, bool) {
-	s := &p.shards[maphash.String(p.seed, key)%pendingShards]
-	s.mu.Lock()
-	cur, ok := s.hits[key]
-	if !ok {
-		cur = describe()
-		cur.n, cur.first, cur.last = 0, first, last
-		cur.size = pendingSize(key, &cur)
-		// Room in the totals, taken or given back.
-		if p.keys.Add(1) > p.max || p.bytes.Add(cur.size) > p.maxBytes {
-			p.keys.Add(-1)
-			p.bytes.Add(-cur.size)
-			s.mu.Unlock()
-			return 0, false
-		}
-	}
-	cur.n += n
-	cur.first, cur.last = min(cur.first, first), max(cur.last, last)
-	s.hits[key] = cur
-	s.mu.Unlock()
-	return p.keys.Load(), true
-}
-
-// entry is one key's hits taken out for a flush.
-type entry struct {
-	key string
-	hits
-}
-
-// drain moves every pending key's hits to dst and returns it.
-func (p *pending) drain(dst []entry) []entry {
-	for i := range p.shards {
-		s := &p.shards[i]
-		s.mu.Lock()
-		var size int64
-		for k, h := range s.hits {
-			dst = append(dst, entry{key: k, hits: h})
-			size += h.size
-		}
-		p.keys.Add(-int64(len(s.hits)))
-		p.bytes.Add(-size)
-		clear(s.hits)
-		s.mu.Unlock()
-	}
-	return dst
-}
 
 // record adds an admitted request's hits to the pending aggregate (async
 // mode, and either mode while the upstream is away) and wakes the flusher

@@ -87,6 +87,8 @@ import (
 )
 
 // Mode is how the global limit is applied.
+//
+// Modes are plain values, safe to share between goroutines.
 type Mode uint8
 
 const (
@@ -116,11 +118,18 @@ func (m Mode) String() string {
 }
 
 // Upstream is the global service: an rlsv3.RateLimitServiceClient.
+//
+// The Tier calls it from many goroutines at once (requests and flushes): an
+// implementation must be safe for concurrent use, as gRPC clients are.
 type Upstream interface {
 	ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error)
 }
 
 // Options configure a Tier. Zero values take the defaults given.
+//
+// New copies them; what they name (Upstream, Cache, Logger, Registerer,
+// Now) is shared with the Tier, which uses it from many goroutines: each
+// must be safe for concurrent use.
 type Options struct {
 	// Upstream is the global service. Required.
 	Upstream Upstream

@@ -30,6 +30,9 @@ import (
 )
 
 // Options configure a Watcher.
+//
+// New copies them, so changing them afterwards changes nothing; the
+// Watcher is safe for concurrent use.
 type Options struct {
 	// Path is a YAML file or a directory of them.
 	Path string

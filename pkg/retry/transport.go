@@ -27,6 +27,10 @@ const drainLimit = 64 << 10
 
 // Options configure a Transport. The zero value is ready to use: each zero
 // field takes the default named in its comment.
+//
+// NewTransport copies them; Next, Clock, Rand, Retryable and Pace are shared
+// by every RoundTrip and must be safe for concurrent use if the Transport is
+// shared.
 type Options struct {
 	// Base is the backoff ceiling before the first retry; it doubles on
 	// each later retry up to Cap. Default DefaultBase (500ms).

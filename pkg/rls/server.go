@@ -22,6 +22,9 @@ import (
 // ServerOptions assemble a whole rate limit service: the server's, the
 // sidecar's and pkg/httplimit's Engine alike. Zero values take the defaults
 // given.
+//
+// NewServer copies them; what they point to (clients, metrics registries,
+// loggers) is shared with the Server and used from many goroutines.
 type ServerOptions struct {
 	// Config is a descriptor config file or directory, reloaded when it
 	// changes (a bad file is rejected and the last good config kept).
@@ -203,6 +206,9 @@ func (s *Server) Close() error {
 
 // Readiness is what /readyz says beyond the config: "" and true when all is
 // well, else a note and whether the service is still ready.
+//
+// It is called from the admin server's goroutines: it must be safe for
+// concurrent use.
 type Readiness func() (note string, ready bool)
 
 // Admin is the admin routes both daemons serve: /healthz, /readyz (the
