@@ -18,7 +18,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -26,7 +25,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -76,23 +74,6 @@ func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
 	healthpb.RegisterHealthServer(g.Server, g.Health)
 	reflection.Register(g.Server)
 	return g
-}
-
-// FlagCache returns the over-limit flag cache of size keys, or nil for size
-// 0 (the cache off), with its size reported as sluice_flag_cache_keys.
-func FlagCache(size int, reg prometheus.Registerer) (*flagcache.OverLimit, error) {
-	if size <= 0 {
-		return nil, nil
-	}
-	c, err := flagcache.New(size)
-	if err != nil {
-		return nil, err
-	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_flag_cache_keys",
-		Help: "Keys in the over-limit flag cache, expired flags not yet removed included.",
-	}, func() float64 { return float64(c.Len()) }))
-	return c, nil
 }
 
 // Profile adds Go's profiling endpoints (net/http/pprof) under

@@ -32,7 +32,7 @@ func localTier(t testing.TB) *Tier {
 }
 
 // TestLocalNeverRejectsWhatGlobalAdmits is the local tier's safety property
-// (DESIGN.md, "The local tier"): at fraction 1 the local bucket, fed the
+// (ARCHITECTURE.md, "Who owns which rule"): at fraction 1 the local bucket, fed the
 // admitted sequence, rejects only what the global limit would also reject.
 // For every algorithm, random limits and random request sequences (bursts,
 // idle gaps, costs of 0 to beyond the limit) go to the global algorithm
