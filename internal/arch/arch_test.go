@@ -102,7 +102,7 @@ var allowed = map[string][]string{
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker"},
 	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/wire"},
 	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls"},
-	"pkg/httplimit":   {"pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
+	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }
 
 // TestCoreKnowsNoWire fails when a core package reaches gRPC, protobuf,

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -46,8 +47,14 @@ type EngineOptions struct {
 	// taken as not answering (global.RedisOptions.Timeout). Default 10ms.
 	// A request whose context has a deadline waits for Redis until just
 	// before it; past it (or max(1s, 5 × Timeout) without a deadline), with
-	// Redis not failed, it is decided in this process at half of each limit.
+	// Redis not failed, it is decided in this process at LocalShare of each limit.
 	Timeout time.Duration
+	// Breaker decides when Redis counts as failed, as the server's
+	// -breaker-* flags do (see breaker.Options; zero fields take its
+	// defaults). LocalShare is the share of each limit FailLocal allows in
+	// this process while Redis is away. Default 0.5, as the server's.
+	Breaker    breaker.Options
+	LocalShare float64
 	// CacheSize bounds the over-limit flag cache; 0 means flagcache.DefaultSize.
 	CacheSize  int
 	Logger     *slog.Logger
@@ -68,7 +75,8 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	}
 	srv, err := rls.NewServer(rls.ServerOptions{
 		Config: opts.Config, Redis: opts.Redis, Cluster: opts.Cluster, StoreTimeout: opts.Timeout,
-		FailureMode: opts.FailureMode, CacheSize: opts.CacheSize, Logger: opts.Logger, Registerer: opts.Registerer,
+		FailureMode: opts.FailureMode, Breaker: opts.Breaker, LocalShare: opts.LocalShare,
+		CacheSize: opts.CacheSize, Logger: opts.Logger, Registerer: opts.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
@@ -88,6 +90,10 @@ func TestEngineSharedRedis(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
 		t.Cleanup(func() { c.Close() })
 		return c
+	}
+	// The breaker's settings reach it, as the server's flags do.
+	if _, err := NewEngine(EngineOptions{Config: cfg, Redis: client(), Breaker: breaker.Options{FailureRatio: 2}}); err == nil || !strings.Contains(err.Error(), "failure ratio") {
+		t.Errorf("NewEngine with a failure ratio of 2: err %v, want the breaker's refusal", err)
 	}
 	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9, Registerer: reg}))
 	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9}))

@@ -135,7 +135,7 @@ type StoreDecider struct {
 // NewStoreDecider returns a StoreDecider.
 func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 	if opts.Store == nil || opts.Fallback == nil {
-		return nil, errors.New("rls: StoreOptions.Store and Fallback are required")
+		return nil, errors.New("limiter: StoreOptions.Store and Fallback are required")
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = time.Second
@@ -144,7 +144,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		opts.LocalShare = 0.5
 	}
 	if opts.LocalShare < 0 || opts.LocalShare > 1 {
-		return nil, fmt.Errorf("rls: local share %v: want a share in (0, 1]", opts.LocalShare)
+		return nil, fmt.Errorf("limiter: local share %v: want a share in (0, 1]", opts.LocalShare)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
