@@ -96,9 +96,22 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 			tlsConf.RootCAs = pool
 		}
 	}
-	dial := max(250*time.Millisecond, 10*o.storeTimeout)
+	// What every client shares, whichever kind the flags ask for.
+	common := redis.UniversalOptions{
+		Username:              o.redisUser,
+		Password:              o.redisPassword,
+		TLSConfig:             tlsConf,
+		PoolSize:              o.redisPool,
+		MinIdleConns:          min(o.redisPool, o.writers),
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		DialTimeout:           max(250*time.Millisecond, 10*o.storeTimeout),
+		ContextTimeoutEnabled: true,
+	}
 	switch {
 	case o.redisURL != "":
+		// The URL names the server, the database and the credentials;
+		// the rest is common's.
 		opts, err := redis.ParseURL(o.redisURL)
 		if err != nil {
 			return nil, false, fmt.Errorf("-redis-url: %w", err)
@@ -109,40 +122,17 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 			}
 			opts.TLSConfig.RootCAs = tlsConf.RootCAs
 		}
-		opts.PoolSize = o.redisPool
-		opts.MinIdleConns = min(o.redisPool, o.writers)
-		opts.MaxRetries = -1
-		opts.DialerRetries = 1
-		opts.DialTimeout = dial
-		opts.ContextTimeoutEnabled = true
+		opts.PoolSize, opts.MinIdleConns = common.PoolSize, common.MinIdleConns
+		opts.MaxRetries, opts.DialerRetries = common.MaxRetries, common.DialerRetries
+		opts.DialTimeout, opts.ContextTimeoutEnabled = common.DialTimeout, common.ContextTimeoutEnabled
 		return redis.NewClient(opts), false, nil
 	case o.redisCluster != "":
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 flagenv.List(o.redisCluster),
-			Username:              o.redisUser,
-			Password:              o.redisPassword,
-			TLSConfig:             tlsConf,
-			PoolSize:              o.redisPool,
-			MinIdleConns:          min(o.redisPool, o.writers),
-			MaxRetries:            -1,
-			DialerRetries:         1,
-			DialTimeout:           dial,
-			ContextTimeoutEnabled: true,
-		}), true, nil
+		common.Addrs = flagenv.List(o.redisCluster)
+		return redis.NewClusterClient(common.Cluster()), true, nil
 	case o.sentinelAddrs != "":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            o.sentinelName,
-			SentinelAddrs:         flagenv.List(o.sentinelAddrs),
-			Username:              o.redisUser,
-			Password:              o.redisPassword,
-			TLSConfig:             tlsConf,
-			PoolSize:              o.redisPool,
-			MinIdleConns:          min(o.redisPool, o.writers),
-			MaxRetries:            -1,
-			DialerRetries:         1,
-			DialTimeout:           dial,
-			ContextTimeoutEnabled: true,
-		}), false, nil
+		common.MasterName = o.sentinelName
+		common.Addrs = flagenv.List(o.sentinelAddrs)
+		return redis.NewFailoverClient(common.Failover()), false, nil
 	}
 	return nil, false, nil
 }

@@ -13,10 +13,12 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestRoundTripsCountWhatGoesOnTheWire: a pipeline is one round trip on a
-// single node, and one per node it touches on a Cluster.
+// TestRoundTripsCountWhatGoesOnTheWire: each kind of client the flags
+// build works, and a pipeline is one round trip on a single node (found
+// directly or through Sentinel), one per node it touches on a Cluster.
 func TestRoundTripsCountWhatGoesOnTheWire(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
+	sentinel := redistest.StartSentinel(t)
 	cases := []struct {
 		name  string
 		opts  options
@@ -24,6 +26,7 @@ func TestRoundTripsCountWhatGoesOnTheWire(t *testing.T) {
 	}{
 		{"single node", options{redisURL: redistest.Start(t).URL()}, 1},
 		{"cluster", options{redisCluster: strings.Join(cluster.Addrs, ",")}, 3},
+		{"sentinel", options{sentinelAddrs: sentinel.Addr, sentinelName: sentinel.MasterName}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

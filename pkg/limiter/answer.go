@@ -95,13 +95,14 @@ func (s *Service) answer(d *decision, content bool) {
 	b := &d.batch
 	var texts [smallRequest]*limitText
 	text := func(j int) *limitText {
-		if j < smallRequest {
-			if texts[j] == nil {
-				texts[j] = s.texts.of(d.cfg, b.Limits[j], d.overridden[j])
-			}
+		if j < smallRequest && texts[j] != nil {
 			return texts[j]
 		}
-		return s.texts.of(d.cfg, b.Limits[j], d.overridden[j])
+		t := s.text(d.cfg, b.Limits[j], d.overridden[j])
+		if j < smallRequest {
+			texts[j] = t
+		}
+		return t
 	}
 	var deniedSpace [smallRequest]int
 	denied := deniedSpace[:0] // items that rejected the request

@@ -132,7 +132,7 @@ type DecideOptions struct {
 type Service struct {
 	opts  Options
 	logs  *logLimiter
-	texts textCache
+	texts config.LimitMemo[*limitText]
 
 	// flagsCfg is the config the flag cache's entries were decided under:
 	// a flag repeats an answer of its limits, so a new config purges them.

@@ -3,8 +3,6 @@ package limiter
 import (
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
@@ -51,37 +49,11 @@ func (t *limitText) body(retry int64) []byte {
 	return append(b, t.bodyTail...)
 }
 
-// limitTexts holds the texts of one config snapshot's limits; a reload
-// replaces it, so texts of old snapshots do not pile up.
-type limitTexts struct {
-	cfg *config.Config
-	m   sync.Map // *config.Limit → *limitText
-}
-
-// textCache is the texts of the current config snapshot. The zero value is
-// ready.
-type textCache struct {
-	p atomic.Pointer[limitTexts]
-}
-
-// of returns l's text. l is one of cfg's limits unless overridden (Envoy's
-// per-request limit override), which gets a text of its own each time.
-func (c *textCache) of(cfg *config.Config, l *config.Limit, overridden bool) *limitText {
-	if overridden || cfg == nil {
+// text returns l's text: once per config snapshot for a configured limit,
+// afresh for one a request overrode (which no later request shares).
+func (s *Service) text(cfg *config.Config, l *config.Limit, overridden bool) *limitText {
+	if overridden {
 		return newLimitText(l)
 	}
-	texts := c.p.Load()
-	if texts == nil || texts.cfg != cfg {
-		fresh := &limitTexts{cfg: cfg}
-		if c.p.CompareAndSwap(texts, fresh) {
-			texts = fresh
-		} else if texts = c.p.Load(); texts.cfg != cfg {
-			return newLimitText(l) // snapshots changing under us: rare, and still right
-		}
-	}
-	if t, ok := texts.m.Load(l); ok {
-		return t.(*limitText)
-	}
-	t, _ := texts.m.LoadOrStore(l, newLimitText(l))
-	return t.(*limitText)
+	return s.texts.Get(cfg, l, newLimitText)
 }

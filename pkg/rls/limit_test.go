@@ -13,7 +13,7 @@ func TestCurrentLimitWindow(t *testing.T) {
 	for u := config.UnitSecond; u <= config.UnitYear; u++ {
 		for _, mult := range []uint32{0, 1, 5} {
 			l := &config.Limit{RateLimit: config.RateLimit{Unit: u, UnitMultiplier: mult, RequestsPerUnit: 3}}
-			got, ok := CurrentLimitWindow(currentLimit(l))
+			got, ok := CurrentLimitWindow(newCurrentLimit(l))
 			if want := u.Duration() * time.Duration(max(1, mult)); !ok || got != want {
 				t.Errorf("%v × %d: window %v, %v; want %v", u, mult, got, ok, want)
 			}

@@ -1,8 +1,6 @@
 package rls
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -66,7 +64,7 @@ func (s *Service) reply(a *limiter.Answer) *rlsv3.RateLimitResponse {
 		st.Code = responseCode(as.Code)
 		if as.Limit != nil {
 			// Envoy reads it for its own X-RateLimit headers.
-			st.CurrentLimit = s.limits.of(a.Config, as.Limit, as.Overridden)
+			st.CurrentLimit = s.currentLimit(a.Config, as.Limit, as.Overridden)
 		}
 		if !as.Limited {
 			continue
@@ -140,7 +138,17 @@ func CurrentLimitWindow(cl *rlsv3.RateLimitResponse_RateLimit) (time.Duration, b
 	return 0, false
 }
 
-func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
+// currentLimit returns l's current_limit message: once per config
+// snapshot for a configured limit, shared by every reply (read only);
+// afresh for one a request overrode.
+func (s *Service) currentLimit(cfg *config.Config, l *config.Limit, overridden bool) *rlsv3.RateLimitResponse_RateLimit {
+	if overridden {
+		return newCurrentLimit(l)
+	}
+	return s.limits.Get(cfg, l, newCurrentLimit)
+}
+
+func newCurrentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
 	cl := &rlsv3.RateLimitResponse_RateLimit{
 		Name:            l.PolicyName(),
 		RequestsPerUnit: l.RateLimit.RequestsPerUnit,
@@ -150,37 +158,4 @@ func currentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
 		cl.UnitMultiplier = wrapperspb.UInt32(m)
 	}
 	return cl
-}
-
-// limitProtos holds the current_limit messages of one config snapshot's
-// limits, shared by every reply (read only); a reload replaces it.
-type limitProtos struct {
-	cfg *config.Config
-	m   sync.Map // *config.Limit → *rlsv3.RateLimitResponse_RateLimit
-}
-
-// limitCache is the current_limit messages of the current snapshot. The
-// zero value is ready.
-type limitCache struct{ p atomic.Pointer[limitProtos] }
-
-// of returns l's message. l is one of cfg's limits unless overridden
-// (Envoy's per-request override), which gets a message of its own.
-func (c *limitCache) of(cfg *config.Config, l *config.Limit, overridden bool) *rlsv3.RateLimitResponse_RateLimit {
-	if overridden || cfg == nil {
-		return currentLimit(l)
-	}
-	ps := c.p.Load()
-	if ps == nil || ps.cfg != cfg {
-		fresh := &limitProtos{cfg: cfg}
-		if c.p.CompareAndSwap(ps, fresh) {
-			ps = fresh
-		} else if ps = c.p.Load(); ps.cfg != cfg {
-			return currentLimit(l) // snapshots changing under us: rare, and still right
-		}
-	}
-	if m, ok := ps.m.Load(l); ok {
-		return m.(*rlsv3.RateLimitResponse_RateLimit)
-	}
-	m, _ := ps.m.LoadOrStore(l, currentLimit(l))
-	return m.(*rlsv3.RateLimitResponse_RateLimit)
 }

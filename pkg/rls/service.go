@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
@@ -19,7 +20,7 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	core   *limiter.Service
-	limits limitCache
+	limits config.LimitMemo[*rlsv3.RateLimitResponse_RateLimit]
 }
 
 // NewService serves core as Envoy's RateLimitService.
