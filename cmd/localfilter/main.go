@@ -16,14 +16,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -41,17 +36,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "sluice localfilter:", err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main("sluice localfilter", run) }
 
 type options struct {
 	configPath, grpcAddr, httpAddr, upstream, mode string
@@ -183,8 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := serve.Registry()
 	conn, err := dialUpstream(o)
 	if err != nil {
 		return fmt.Errorf("-upstream: %w", err)
@@ -192,12 +176,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer conn.Close()
 	mode, _ := localtier.ParseMode(o.mode)
 	var tier *localtier.Tier
-	cacheSize := o.cacheSize
-	if cacheSize == 0 {
-		cacheSize = -1 // the flag's 0 turns the cache off
-	}
 	srv, err := rls.NewServer(rls.ServerOptions{
-		Config: o.configPath, CacheSize: cacheSize, KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
+		Config: o.configPath, CacheSize: serve.CacheSize(o.cacheSize), KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
 		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
 			t, err := localtier.New(localtier.Options{
 				Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,

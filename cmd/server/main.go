@@ -9,14 +9,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
@@ -25,17 +21,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "sluice server:", err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main("sluice server", run) }
 
 // options are the server's flags, validated.
 type options struct {

@@ -6,9 +6,6 @@ import (
 	"io"
 	"net"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/limiter"
@@ -26,8 +23,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := serve.Registry()
 	mode, err := limiter.ParseFailureMode(o.failureMode)
 	if err != nil {
 		return fmt.Errorf("-failure-mode: %w", err)
@@ -40,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sopts := rls.ServerOptions{
 		Config: o.configPath, StoreTimeout: o.storeTimeout, RedisPipelines: o.writers, FailureMode: mode,
 		LocalShare: o.localShare, MaxWait: o.maxWait, Breaker: o.breaker, MemoryKeys: o.memoryKeys, MemoryBytes: o.memoryBytes,
-		CacheSize: cacheSize(o.cacheSize), KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
+		CacheSize: serve.CacheSize(o.cacheSize), KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
 	}
 	if client != nil {
 		defer client.Close()
@@ -81,13 +77,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// cacheSize is the -cache-size flag as rls.ServerOptions.CacheSize takes
-// it: 0 turns the cache off.
-func cacheSize(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }

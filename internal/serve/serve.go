@@ -1,10 +1,10 @@
 // Package serve holds what sluice's two daemons (cmd/server and
-// cmd/localfilter) share: the logger their flags ask for, the flag cache
-// with its metric, the gRPC server Envoy talks to (RateLimitService,
-// health, reflection), and running it with the admin HTTP listener until
-// the context ends, then shutting down in order: health to NOT_SERVING,
-// in-flight requests finished (bounded by a grace period), the admin
-// listener closed.
+// cmd/localfilter) share: their main, the logger and metrics registry
+// their flags ask for, TLS for their ports, the gRPC server Envoy talks
+// to (RateLimitService, health, reflection), and running it with the
+// admin HTTP listener until the context ends, then shutting down in
+// order: health to NOT_SERVING, in-flight requests finished (bounded by a
+// grace period), the admin listener closed.
 package serve
 
 import (
