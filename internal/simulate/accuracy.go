@@ -26,8 +26,15 @@ type AccuracyOptions struct {
 type AccuracyReport struct {
 	Limit        int64 `json:"limit"`
 	WindowMicros int64 `json:"window_us"`
-	Clients      int64 `json:"clients"`
-	Requests     int64 `json:"requests"`
+	AccuracyCounts
+	Bands []AccuracyBand `json:"bands"`
+}
+
+// AccuracyCounts are the figures of a report, for the whole trace or for
+// one band of clients.
+type AccuracyCounts struct {
+	Clients  int64 `json:"clients"`
+	Requests int64 `json:"requests"`
 	// OverLimit counts requests the exact sliding_log rejected: the part
 	// of the trace offered above the limit. Without it no approximation
 	// can err, so every figure below is read against it.
@@ -51,8 +58,7 @@ type AccuracyReport struct {
 	// sliding_window admitted over the whole trace than sliding_log did.
 	// Where Independent is much larger, the two mostly admitted as many
 	// requests at different moments.
-	Net   Disagreement   `json:"net"`
-	Bands []AccuracyBand `json:"bands"`
+	Net Disagreement `json:"net"`
 }
 
 // Disagreement counts requests sliding_window decided differently from
@@ -67,15 +73,9 @@ type Disagreement struct {
 // AccuracyBand is the clients whose offered load (their hits per window
 // over the trace, as a multiple of the limit) is in [Low, High).
 type AccuracyBand struct {
-	Low              float64      `json:"low"`
-	High             float64      `json:"high"` // 0 for the last band: no upper bound
-	Clients          int64        `json:"clients"`
-	Requests         int64        `json:"requests"`
-	OverLimit        int64        `json:"over_limit"`
-	OverLimitPercent float64      `json:"over_limit_percent"`
-	Independent      Disagreement `json:"independent"`
-	SameHistory      Disagreement `json:"same_history"`
-	Net              Disagreement `json:"net"`
+	Low  float64 `json:"low"`
+	High float64 `json:"high"` // 0 for the last band: no upper bound
+	AccuracyCounts
 }
 
 // accuracyBands are the load bands' lower edges. Clients far below their
@@ -87,7 +87,7 @@ var accuracyBands = []float64{0, 0.5, 0.9, 1.1, 2}
 type clientTally struct {
 	window, log, history algorithm.State
 	hits                 int64
-	band                 AccuracyBand // counts only
+	band                 AccuracyCounts
 }
 
 // Accuracy decides trace under sliding_window and sliding_log, each on its
@@ -145,7 +145,7 @@ func Accuracy(trace []Request, opts AccuracyOptions) (*AccuracyReport, error) {
 		span = trace[order[len(order)-1]].Time - trace[order[0]].Time
 	}
 	windows := float64(max(span, w)) / float64(w)
-	rep := &AccuracyReport{Limit: opts.Limit, WindowMicros: w, Clients: int64(len(clients))}
+	rep := &AccuracyReport{Limit: opts.Limit, WindowMicros: w}
 	for k, low := range accuracyBands {
 		var high float64
 		if k+1 < len(accuracyBands) {
@@ -169,14 +169,11 @@ func Accuracy(trace []Request, opts AccuracyOptions) (*AccuracyReport, error) {
 		}
 		rep.Bands[k].add(c.band)
 	}
-	var all AccuracyBand
 	for k := range rep.Bands {
 		rep.Bands[k].percents()
-		all.add(rep.Bands[k])
+		rep.add(rep.Bands[k].AccuracyCounts)
 	}
-	all.percents()
-	rep.Requests, rep.OverLimit, rep.OverLimitPercent = all.Requests, all.OverLimit, all.OverLimitPercent
-	rep.Independent, rep.SameHistory, rep.Net = all.Independent, all.SameHistory, all.Net
+	rep.percents()
 	return rep, nil
 }
 
@@ -190,7 +187,7 @@ func (d *Disagreement) count(approx, exact bool) {
 }
 
 // add adds o's counts to b.
-func (b *AccuracyBand) add(o AccuracyBand) {
+func (b *AccuracyCounts) add(o AccuracyCounts) {
 	b.Clients += o.Clients
 	b.Requests += o.Requests
 	b.OverLimit += o.OverLimit
@@ -202,7 +199,7 @@ func (b *AccuracyBand) add(o AccuracyBand) {
 	b.Net.WronglyLimited += o.Net.WronglyLimited
 }
 
-func (b *AccuracyBand) percents() {
+func (b *AccuracyCounts) percents() {
 	b.OverLimitPercent = percent(b.OverLimit, b.Requests)
 	for _, d := range []*Disagreement{&b.Independent, &b.SameHistory, &b.Net} {
 		d.WronglyAdmittedPercent = percent(d.WronglyAdmitted, b.Requests)
