@@ -39,14 +39,12 @@ import (
 func main() { serve.Main("sluice localfilter", run) }
 
 type options struct {
-	configPath, grpcAddr, httpAddr, upstream, mode string
-	fraction, fallbackShare                        float64
-	flushInterval, upstreamTimeout, retry, grace   time.Duration
-	batchSize, cacheSize, maxPending, localKeys    int
-	maxPendingBytes                                int64
-	keyPrefix, logLevel, logFormat                 string
-	legacy, pprof                                  bool
-	tls                                            serve.GRPCTLS // of its own port, as the server's
+	serve.Flags
+	upstream, mode                        string
+	fraction, fallbackShare               float64
+	flushInterval, upstreamTimeout, retry time.Duration
+	batchSize, maxPending, localKeys      int
+	maxPendingBytes                       int64
 	// TLS to the upstream.
 	upstreamTLS                                               bool
 	upstreamCA, upstreamCert, upstreamKey, upstreamServerName string
@@ -56,9 +54,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o := &options{}
 	fs := flag.NewFlagSet("localfilter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.configPath, "config", "", "descriptor config: a YAML file or a directory of them, the same as the server's (required)")
-	fs.StringVar(&o.grpcAddr, "grpc-addr", ":9081", "gRPC listen address for Envoy")
-	fs.StringVar(&o.httpAddr, "http-addr", ":9080", "admin HTTP listen address: /healthz /readyz /metrics /config /json")
+	o.Flags.Register(fs, ":9081", ":9080")
 	fs.StringVar(&o.upstream, "upstream", "", "the global server's gRPC address, host:port, or several comma-separated (round robin) (required)")
 	fs.StringVar(&o.mode, "mode", "async", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
 	fs.Float64Var(&o.fraction, "local-fraction", 1.0, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
@@ -69,29 +65,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
 	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
-	fs.IntVar(&o.cacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
-	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every key (keep it the server's)")
-	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
-	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
-	o.tls.Register(fs)
 	fs.BoolVar(&o.upstreamTLS, "upstream-tls", false, "TLS to the upstream, verified against the system's roots or -upstream-tls-ca (implied by any -upstream-tls-* flag)")
 	fs.StringVar(&o.upstreamCA, "upstream-tls-ca", "", "PEM CAs that verify the upstream's certificate")
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
 	fs.StringVar(&o.upstreamKey, "upstream-tls-key", "", "PEM private key of -upstream-tls-cert")
 	fs.StringVar(&o.upstreamServerName, "upstream-tls-server-name", "", "name the upstream's certificate must carry (default: the host of -upstream)")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
-	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
 	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
 		return nil, err
 	}
-	var errs []error
+	errs := []error{o.Flags.Validate()}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
-	}
-	if o.configPath == "" {
-		errs = append(errs, errors.New("-config is required"))
 	}
 	if o.upstream == "" {
 		errs = append(errs, errors.New("-upstream is required (the global server's gRPC address)"))
@@ -102,19 +87,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.fraction <= 0 || o.fraction > 1 || o.fallbackShare <= 0 || o.fallbackShare > 1 {
 		errs = append(errs, errors.New("-local-fraction and -fallback-share must be in (0, 1]"))
 	}
-	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.maxPendingBytes <= 0 || o.localKeys <= 0 || o.cacheSize < 0 {
-		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive, -cache-size not negative"))
-	}
-	if err := o.tls.Validate(); err != nil {
-		errs = append(errs, err)
+	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.maxPendingBytes <= 0 || o.localKeys <= 0 {
+		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive"))
 	}
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
 		errs = append(errs, errors.New("-upstream-tls-cert and -upstream-tls-key go together"))
 	}
 	o.upstreamTLS = o.upstreamTLS || o.upstreamCA != "" || o.upstreamCert != "" || o.upstreamServerName != ""
-	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
-		errs = append(errs, err)
-	}
 	return o, errors.Join(errs...)
 }
 
@@ -164,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := serve.NewLogger(o.logLevel, o.logFormat, stderr)
+	log, err := o.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -177,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	mode, _ := localtier.ParseMode(o.mode)
 	var tier *localtier.Tier
 	srv, err := rls.NewServer(rls.ServerOptions{
-		Config: o.configPath, CacheSize: serve.CacheSize(o.cacheSize), KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
+		Config: o.Config, CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, Logger: log, Registerer: reg,
 		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
 			t, err := localtier.New(localtier.Options{
 				Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
@@ -203,19 +182,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		return "upstream reachable", true
 	})
-	if o.pprof {
-		serve.Profile(admin)
-	}
-	gopts, err := o.tls.ServerOptions()
-	if err != nil {
-		return err
-	}
-	err = serve.Run(ctx, serve.Options{
-		Log: log, GRPC: serve.NewGRPC(srv.Service, gopts...), Admin: admin, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
-		Listening: func(g, h net.Addr) {
-			log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
-				"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", srv.Config().Current().Version())
-		},
+	err = o.Serve(ctx, log, srv.Service, admin, func(g, h net.Addr) {
+		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
+			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", srv.Config().Current().Version())
 	})
 	tier.Close() // flush the hits admitted so far
 	if err != nil {

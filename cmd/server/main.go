@@ -18,16 +18,13 @@ import (
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/flagcache"
 )
 
 func main() { serve.Main("sluice server", run) }
 
 // options are the server's flags, validated.
 type options struct {
-	configPath    string
-	grpcAddr      string
-	httpAddr      string
+	serve.Flags
 	redisURL      string
 	redisCluster  string
 	sentinelAddrs string
@@ -43,26 +40,16 @@ type options struct {
 	maxWait       time.Duration
 	breaker       breaker.Options
 	localShare    float64
-	cacheSize     int
 	memoryKeys    int
 	memoryBytes   int64
-	keyPrefix     string
-	legacy        bool
-	pprof         bool
-	tls           serve.GRPCTLS
 	recordClients string
-	logLevel      string
-	logFormat     string
-	grace         time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.configPath, "config", "", "descriptor config: a YAML file or a directory of them (required)")
-	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "gRPC listen address (RateLimitService, health, reflection)")
-	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "admin HTTP listen address: /healthz /readyz /metrics /config /json")
+	o.Flags.Register(fs, ":8081", ":8080")
 	fs.StringVar(&o.redisURL, "redis-url", "", "single Redis node: redis://[user:password@]host:port[/db] or rediss:// for TLS; empty (and no -redis-cluster or -redis-sentinel-addrs) runs on the in-memory store")
 	fs.StringVar(&o.redisCluster, "redis-cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
 	fs.StringVar(&o.sentinelAddrs, "redis-sentinel-addrs", "", "Redis Sentinel addresses, comma-separated host:port (with -redis-sentinel-master)")
@@ -81,17 +68,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.breaker.Window, "breaker-window", time.Second, "how far back the breaker counts store calls")
 	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
-	fs.IntVar(&o.cacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
 	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
-	fs.StringVar(&o.keyPrefix, "key-prefix", "sluice:", "prefix of every store key")
-	fs.BoolVar(&o.legacy, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
-	o.tls.Register(fs)
 	fs.StringVar(&o.recordClients, "record-clients", "", "with -grpc-tls-client-ca: the only callers allowed to record hits a sidecar admitted, by a name in their client certificate (DNS or URI SAN, or common name), comma-separated; empty allows any caller")
-	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", "json", "json or text")
-	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
 	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
 		return nil, err
 	}
@@ -102,10 +81,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 }
 
 func (o *options) validate() error {
-	var errs []error
-	if o.configPath == "" {
-		errs = append(errs, errors.New("-config is required (a YAML file or a directory; e.g. -config envoy/ratelimit-config)"))
-	}
+	errs := []error{o.Flags.Validate()}
 	n := 0
 	for _, s := range []string{o.redisURL, o.redisCluster, o.sentinelAddrs} {
 		if s != "" {
@@ -118,10 +94,7 @@ func (o *options) validate() error {
 	if (o.sentinelAddrs == "") != (o.sentinelName == "") {
 		errs = append(errs, errors.New("-redis-sentinel-addrs and -redis-sentinel-master go together"))
 	}
-	if err := o.tls.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if o.recordClients != "" && o.tls.ClientCA == "" {
+	if o.recordClients != "" && o.TLS.ClientCA == "" {
 		errs = append(errs, errors.New("-record-clients needs -grpc-tls-client-ca: callers are known by their client certificates"))
 	}
 	if o.maxWait == 0 {
@@ -136,14 +109,8 @@ func (o *options) validate() error {
 	if o.localShare <= 0 || o.localShare > 1 {
 		errs = append(errs, fmt.Errorf("-local-share %v: want a share in (0, 1]", o.localShare))
 	}
-	if o.cacheSize < 0 || o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 {
-		errs = append(errs, errors.New("-cache-size must not be negative; -memory-max-keys, -memory-max-bytes, -redis-pool-size and -redis-pipelines must be positive"))
-	}
-	if o.breaker.Cooldown <= 0 || o.grace < 0 {
-		errs = append(errs, errors.New("-breaker-cooldown must be positive and -shutdown-grace not negative"))
-	}
-	if _, err := serve.NewLogger(o.logLevel, o.logFormat, io.Discard); err != nil {
-		errs = append(errs, err)
+	if o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breaker.Cooldown <= 0 {
+		errs = append(errs, errors.New("-memory-max-keys, -memory-max-bytes, -redis-pool-size, -redis-pipelines and -breaker-cooldown must be positive"))
 	}
 	return errors.Join(errs...)
 }

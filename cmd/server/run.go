@@ -19,7 +19,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := serve.NewLogger(o.logLevel, o.logFormat, stderr)
+	log, err := o.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -34,9 +34,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	storeName := "memory"
 	sopts := rls.ServerOptions{
-		Config: o.configPath, StoreTimeout: o.storeTimeout, RedisPipelines: o.writers, FailureMode: mode,
+		Config: o.Config, StoreTimeout: o.storeTimeout, RedisPipelines: o.writers, FailureMode: mode,
 		LocalShare: o.localShare, MaxWait: o.maxWait, Breaker: o.breaker, MemoryKeys: o.memoryKeys, MemoryBytes: o.memoryBytes,
-		CacheSize: serve.CacheSize(o.cacheSize), KeyPrefix: o.keyPrefix, LegacyHeaders: o.legacy, Logger: log, Registerer: reg,
+		CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, Logger: log, Registerer: reg,
 	}
 	if client != nil {
 		defer client.Close()
@@ -57,20 +57,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// Closed after the in-flight requests have finished (serve.Run returns
 	// then): the Redis writers last as long as anything may use them.
 	defer srv.Close()
-	gopts, err := o.tls.ServerOptions()
-	if err != nil {
-		return err
-	}
-	admin := srv.Admin(reg, nil)
-	if o.pprof {
-		serve.Profile(admin)
-	}
-	err = serve.Run(ctx, serve.Options{
-		Log: log, GRPC: serve.NewGRPC(srv.Service, gopts...), Admin: admin, GRPCAddr: o.grpcAddr, HTTPAddr: o.httpAddr, Grace: o.grace,
-		Listening: func(g, h net.Addr) {
-			log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
-				"store", storeName, "failure_mode", mode.String(), "config", o.configPath, "config_version", srv.Config().Current().Version())
-		},
+	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, nil), func(g, h net.Addr) {
+		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
+			"store", storeName, "failure_mode", mode.String(), "config", o.Config, "config_version", srv.Config().Current().Version())
 	})
 	if err != nil {
 		return err

@@ -34,13 +34,3 @@ func Registry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
-
-// CacheSize maps the daemons' -cache-size flag, where 0 turns the flag
-// cache off, to rls.ServerOptions.CacheSize, where 0 is the default size
-// and a negative size turns it off.
-func CacheSize(flag int) int {
-	if flag == 0 {
-		return -1
-	}
-	return flag
-}

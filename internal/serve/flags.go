@@ -1,0 +1,101 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/flagcache"
+)
+
+// Flags are the flags both daemons take, under the same names and with
+// the same meanings: where the config is, where to listen, the flag
+// cache, the key prefix, the reply's legacy headers, logging, profiling,
+// shutdown and the gRPC port's TLS.
+type Flags struct {
+	Config             string
+	GRPCAddr, HTTPAddr string
+	CacheSize          int
+	KeyPrefix          string
+	LegacyHeaders      bool
+	Pprof              bool
+	LogLevel           string
+	LogFormat          string
+	Grace              time.Duration
+	TLS                GRPCTLS
+}
+
+// Register adds the flags to fs, with the daemon's default listen
+// addresses.
+func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
+	fs.StringVar(&f.Config, "config", "", "descriptor config: a YAML file or a directory of them, in envoyproxy/ratelimit's format (required)")
+	fs.StringVar(&f.GRPCAddr, "grpc-addr", grpcAddr, "gRPC listen address: RateLimitService (for Envoy), health, reflection")
+	fs.StringVar(&f.HTTPAddr, "http-addr", httpAddr, "admin HTTP listen address: /healthz /readyz /metrics /config /json")
+	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
+	fs.StringVar(&f.KeyPrefix, "key-prefix", "sluice:", "prefix of every store key (a sidecar's must be its server's)")
+	fs.BoolVar(&f.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
+	fs.BoolVar(&f.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
+	fs.StringVar(&f.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.LogFormat, "log-format", "json", "json or text")
+	fs.DurationVar(&f.Grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
+	f.TLS.Register(fs)
+}
+
+// Validate reports what is wrong with the flags, each error naming its
+// flag.
+func (f *Flags) Validate() error {
+	var errs []error
+	if f.Config == "" {
+		errs = append(errs, errors.New("-config is required (a YAML file or a directory; e.g. -config envoy/ratelimit-config)"))
+	}
+	if f.CacheSize < 0 {
+		errs = append(errs, errors.New("-cache-size must not be negative"))
+	}
+	if f.Grace < 0 {
+		errs = append(errs, errors.New("-shutdown-grace must not be negative"))
+	}
+	if _, err := f.Logger(io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Logger is the logger -log-level and -log-format ask for, writing to w.
+func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
+	return NewLogger(f.LogLevel, f.LogFormat, w)
+}
+
+// ServiceCacheSize is -cache-size as rls.ServerOptions.CacheSize takes
+// it: the flag's 0 turns the cache off, the option's picks the default.
+func (f *Flags) ServiceCacheSize() int {
+	if f.CacheSize == 0 {
+		return -1
+	}
+	return f.CacheSize
+}
+
+// Serve runs svc on the gRPC listener and admin on the HTTP one, as the
+// flags ask (TLS, pprof, the grace period), until ctx ends; see Run.
+func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimitServiceServer, admin *http.ServeMux, listening func(grpc, http net.Addr)) error {
+	gopts, err := f.TLS.ServerOptions()
+	if err != nil {
+		return err
+	}
+	if f.Pprof {
+		Profile(admin)
+	}
+	return Run(ctx, Options{
+		Log: log, GRPC: NewGRPC(svc, gopts...), Admin: admin,
+		GRPCAddr: f.GRPCAddr, HTTPAddr: f.HTTPAddr, Grace: f.Grace, Listening: listening,
+	})
+}
