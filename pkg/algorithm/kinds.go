@@ -2,9 +2,9 @@ package algorithm
 
 // spec is everything one algorithm is. Adding an algorithm means a Go file
 // with these functions, a Lua file mirroring decide and refund
-// (pkg/global/lua/<name>.lua, defining <name> and <name>_refund), and a row
-// of kinds; the Lua scripts are assembled from the table, and the
-// differential tests run every row against its Lua.
+// (pkg/global/lua/<name>.lua, defining the module <name>; see common.lua
+// there), and a row of kinds; the Lua scripts are assembled from the
+// table, and the differential tests run every row against its Lua.
 type spec struct {
 	name     string
 	hasBurst bool

@@ -34,11 +34,14 @@ local function window_start(now, window)
 end
 
 -- ALGORITHMS maps a kind (pkg/algorithm.Kind) to its module: a table
--- with decide(st, p, now, cost, force) and refund(st, p, taken, cost), and
--- either fields (its state is a string of these numbers, in this order) or
--- load(item), store(item, st, ttl) and refund_key(item, taken, cost) for a
--- state of its own shape. One Lua file per algorithm defines its module;
--- the table itself is generated from pkg/algorithm's (see scripts.go).
+-- with decide(st, p, now, cost, force), and either fields (its state is a
+-- string of these numbers, in this order) or load(item) and store(item,
+-- st, ttl) for a state of its own shape; past the file's refund marker,
+-- refund(st, p, taken, cost) or refund_key(item, taken, cost), which only
+-- the refund script includes (Redis runs a script's whole body on every
+-- call, so the decide script carries nothing it does not use). One Lua
+-- file per algorithm defines its module; the table itself is generated
+-- from pkg/algorithm's (see scripts.go).
 local ALGORITHMS
 
 local function algorithm_of(kind)
@@ -102,20 +105,6 @@ local function store_state(item, st, reset)
   if a.store then return a.store(item, st, ttl) end
   local v = encode(a, st)
   redis.call('SET', item.key, v, 'PX', ttl)
-  values[item.key] = v
-end
-
--- refund_state gives back what a take of item.cost at taken consumed, as
--- pkg/algorithm.Refund does, leaving the key's expiry as it was.
-local function refund_state(item, taken)
-  local a = algorithm_of(item.kind)
-  if item.cost <= 0 then return end
-  if a.refund_key then return a.refund_key(item, taken, item.cost) end
-  local st = load_state(item)
-  if not st.exists then return end
-  st = a.refund(st, item, taken, item.cost)
-  local v = encode(a, st)
-  redis.call('SET', item.key, v, 'KEEPTTL')
   values[item.key] = v
 end
 

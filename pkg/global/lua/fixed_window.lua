@@ -15,6 +15,7 @@ function fixed_window.decide(st, p, now, cost, force)
   return { exists = true, t = start, a = count, b = 0 }, r
 end
 
+-- refund: only the refund script includes what follows.
 
 -- fixedWindowRefund: off the window the take counted it in, if still the key's.
 function fixed_window.refund(st, p, taken, cost)

@@ -25,6 +25,8 @@ function gcra.decide(st, p, now, cost, force)
       retry = retry, reset = ceil_pos(tat - now) }
 end
 
+-- refund: only the refund script includes what follows.
+
 -- gcraRefund: the theoretical arrival time moves back by what the take added.
 function gcra.refund(st, p, taken, cost)
   st.f = st.f - cost * (p.window / p.limit)

@@ -5,6 +5,21 @@
 -- KEYS[i] the state of item i
 -- ARGV[1] the `now` the take ran at (its reply's first element)
 -- ARGV[2+4(i-1) ...] per item: kind, limit, window µs, cost
+
+-- refund_state gives back what a take of item.cost at taken consumed, as
+-- pkg/algorithm.Refund does, leaving the key's expiry as it was.
+local function refund_state(item, taken)
+  local a = algorithm_of(item.kind)
+  if item.cost <= 0 then return end
+  if a.refund_key then return a.refund_key(item, taken, item.cost) end
+  local st = load_state(item)
+  if not st.exists then return end
+  st = a.refund(st, item, taken, item.cost)
+  local v = encode(a, st)
+  redis.call('SET', item.key, v, 'KEEPTTL')
+  values[item.key] = v
+end
+
 local taken = tonumber(ARGV[1])
 for i = 1, #KEYS do
   local b = 2 + (i - 1) * 4

@@ -135,6 +135,8 @@ function sliding_log.decide(st, p, now, cost, force)
   return nst, r
 end
 
+-- refund: only the refund script includes what follows.
+
 -- slidingLogRefund: the run at taken gives back cost units (and goes when
 -- it has none left), and every later run's running total drops by as
 -- much. Later runs (other requests' since) are few: the refund follows its

@@ -42,6 +42,8 @@ function sliding_window.decide(st, p, now, cost, force)
   return { exists = true, t = start, a = curr, b = prev }, r
 end
 
+-- refund: only the refund script includes what follows.
+
 -- slidingWindowRefund: off the current window, or the previous one if a
 -- window has turned since the take.
 function sliding_window.refund(st, p, taken, cost)

@@ -29,6 +29,7 @@ function token_bucket.decide(st, p, now, cost, force)
     { allowed = allowed, remaining = floor_non_neg(tokens), retry = retry, reset = reset }
 end
 
+-- refund: only the refund script includes what follows.
 
 -- tokenBucketRefund: the next decision caps the bucket at its burst again.
 function token_bucket.refund(st, p, taken, cost)
