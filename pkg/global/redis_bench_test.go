@@ -77,6 +77,45 @@ func BenchmarkRedisDecide(b *testing.B) {
 	}
 }
 
+// BenchmarkDecideScript is the decide script alone, one request of one
+// item after another, per algorithm: what Redis spends on a call
+// (redis-µs/call, INFO commandstats) is the cost of the script itself,
+// whatever the machine does to the client meanwhile.
+func BenchmarkDecideScript(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, kind := range algorithm.Kinds() {
+		b.Run("kind="+kind.String(), func(b *testing.B) {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			defer client.Close()
+			rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rs.Close()
+			if err := rs.Load(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
+			prefix := redistest.Prefix(b)
+			keys := make([]string, 100)
+			for i := range keys {
+				keys[i] = Key(prefix, fmt.Sprint(i))
+			}
+			items, out := make([]Item, 1), make([]Result, 1)
+			client.ConfigResetStat(context.Background())
+			b.ResetTimer()
+			for i := range b.N {
+				items[0] = Item{Key: keys[i%len(keys)], Params: p, Cost: 1}
+				if err := rs.Decide(context.Background(), items, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(scriptUsec(b, client)/float64(b.N), "redis-µs/call")
+		})
+	}
+}
+
 // BenchmarkRedisRecordBatch is a sidecar's async flush as the store sees
 // it: one script call recording hits (Force) on 64 distinct keys. It
 // reports Redis's own time per item (INFO commandstats: the script calls'
