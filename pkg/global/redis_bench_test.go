@@ -28,16 +28,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 			defer client.Close()
 			hook := &countingHook{}
 			client.AddHook(hook)
-			// A generous timeout: the machine is shared, and a benchmark
-			// that fails on one slow round trip measures nothing.
-			rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rs.Close()
-			if err := rs.Load(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+			rs, _ := benchStore(b, client)
 			prefix := redistest.Prefix(b)
 			keys := make([]string, 10_000)
 			for i := range keys {
@@ -85,16 +76,7 @@ func BenchmarkDecideScript(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, kind := range algorithm.Kinds() {
 		b.Run("kind="+kind.String(), func(b *testing.B) {
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			defer client.Close()
-			rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rs.Close()
-			if err := rs.Load(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+			rs, client := benchStore(b, srv.Client(b))
 			p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
 			prefix := redistest.Prefix(b)
 			keys := make([]string, 100)
@@ -151,8 +133,12 @@ func BenchmarkRedisRecordBatch(b *testing.B) {
 // benchRedis is a store on a fresh redis-server with its scripts loaded,
 // and the client it uses; both close when b ends.
 func benchRedis(b *testing.B) (*Redis, *redis.Client) {
-	srv := redistest.Start(b)
-	client := srv.Client(b)
+	return benchStore(b, redistest.Start(b).Client(b))
+}
+
+// benchStore is a store on client with its scripts loaded; it closes when
+// b ends.
+func benchStore(b *testing.B, client *redis.Client) (*Redis, *redis.Client) {
 	// A generous timeout: the machine is shared, and a benchmark that fails
 	// on one slow round trip measures nothing.
 	rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
