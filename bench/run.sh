@@ -1,38 +1,73 @@
 #!/usr/bin/env bash
-# sluice's benchmark: every scenario back to back in one run, each at several
-# concurrencies, against the do-nothing handler measured in the same run.
-# Writes results.jsonl (one cmd/loadgen result per line), results.md (the
-# tables) and results.svg (throughput and p99 against concurrency) to the
-# output directory, and prints results.md.
+# sluice's benchmark: every scenario back to back, each at several
+# concurrencies, in interleaved rounds, next to the do-nothing handler and,
+# given its binary, envoyproxy/ratelimit (the reference) measured in the same
+# rounds. Writes results.jsonl (one cmd/loadgen result per line), results.md
+# (medians over the rounds, and each round) and results.svg (throughput and
+# p99 against concurrency) to the output directory, and prints results.md.
 #
 # How the two cores are shared, the same for every row: everything on the
 # serving side (the do-nothing handler; or redis-server, the server and the
-# sidecar) is pinned to core 0 with taskset, the load generator to core 1.
-# GOGC and GOMAXPROCS are left to the environment, the same for every
-# process. Each point: 1 s of warm-up, then the measured phase; 4 gRPC
-# connections (fewer callers: one each).
+# sidecar; or redis-server and the reference) is pinned to core 0 with
+# taskset, the load generator to core 1. GOGC and GOMAXPROCS are left to the
+# environment, the same for every process. Each point: 1 s of warm-up, then
+# the measured phase; 4 gRPC connections (fewer callers: one each). A round
+# runs every scenario once; rounds alternate so that a noisy minute on a
+# shared machine falls on every configuration alike.
 #
-# Usage: bench/run.sh [-d 3s] [-c "1 4 16 64"] [-o bench/out] [-r REV]
+# Usage: bench/run.sh [-d 3s] [-c "1 4 16 64"] [-n 1] [-s SCENARIOS] [-o bench/out]
+#                     [-r REV] [-R PATH]
 #   -d  measured phase per point
 #   -c  concurrencies
+#   -n  rounds
+#   -s  scenarios, space-separated (default: all that can run):
+#       noop memory redis hot flood cached sidecar ref ref-window
 #   -o  output directory
 #   -r  also build git revision REV and measure its server and sidecar in
-#       the same run (before and after a change)
+#       the same rounds (before and after a change)
+#   -R  an envoyproxy/ratelimit binary: measure it too (scenarios ref and
+#       ref-window). Build it from that project's own source, outside this
+#       repository, e.g.
+#         git clone https://github.com/envoyproxy/ratelimit /tmp/ratelimit
+#         (cd /tmp/ratelimit && go build -o /tmp/ratelimit-bin ./src/service_cmd/main.go)
+#         bench/run.sh -R /tmp/ratelimit-bin
+#       It runs with the same descriptor config (its YAML format is ours)
+#       from a runtime directory this script writes, on the same Redis, with
+#       the environment below (its defaults otherwise): REDIS_SOCKET_TYPE=tcp,
+#       REDIS_URL, USE_STATSD=false, LOG_LEVEL=warn, its listeners on
+#       loopback, and LOCAL_CACHE_SIZE_IN_BYTES=1048576 (its over-limit
+#       cache, off by default, on here so that the flood rows compare
+#       caches). ref-window adds REDIS_PIPELINE_WINDOW=150us, which its
+#       README advises for throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dur=3s
 concs="1 4 16 64"
+rounds=1
+scenarios=""
 outdir=bench/out
 compare=""
-while getopts "d:c:o:r:" opt; do
+reference=""
+while getopts "d:c:n:s:o:r:R:" opt; do
   case $opt in
     d) dur=$OPTARG ;;
     c) concs=$OPTARG ;;
+    n) rounds=$OPTARG ;;
+    s) scenarios=$OPTARG ;;
     o) outdir=$OPTARG ;;
     r) compare=$OPTARG ;;
+    R) reference=$(realpath "$OPTARG") ;;
     *) exit 2 ;;
   esac
 done
+if [ -z "$scenarios" ]; then
+  scenarios="noop memory redis hot flood cached sidecar"
+  [ -n "$reference" ] && scenarios+=" ref ref-window"
+fi
+want() { [[ " $scenarios " == *" $1 "* ]]; }
+if { want ref || want ref-window; } && [ ! -x "$reference" ]; then
+  echo "scenarios ref and ref-window need -R with an envoyproxy/ratelimit binary" >&2; exit 2
+fi
 for tool in redis-server taskset curl; do
   command -v $tool >/dev/null || { echo "bench/run.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
 done
@@ -54,7 +89,9 @@ fi
 mkdir -p "$outdir"
 results="$outdir/results.jsonl"
 : > "$results"
-cat > "$bin/limits.yaml" <<'YAML'
+# One config for every server, the reference's included: its format is ours.
+mkdir -p "$bin/runtime/ratelimit/config"
+cat > "$bin/runtime/ratelimit/config/limits.yaml" <<'YAML'
 domain: bench
 descriptors:
   - key: client
@@ -64,6 +101,7 @@ descriptors:
   - key: flood
     rate_limit: {name: flood, unit: hour, requests_per_unit: 1}
 YAML
+config="$bin/runtime/ratelimit/config/limits.yaml"
 
 wait_port() {
   for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
@@ -84,51 +122,85 @@ points() {
     local common=(-target "127.0.0.1:$port" -concurrency "$c" -conns "$conns" -domain bench "$@")
     taskset -c 1 "$bin/loadgen" "${common[@]}" -duration 1s >/dev/null
     taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$dur" -label "$label" -cpu-pids "$pids" -json >>"$results"
-    echo "  $label, $c callers" >&2
+    echo "  round $round: $label, $c callers" >&2
   done
 }
-
-echo "scenarios at concurrencies $concs, $dur each:" >&2
-serve noop "$bin/loadgen" -serve-noop 127.0.0.1:18081
-wait_port 18081
-points "do-nothing handler" 18081 "$noop" -descriptors 'client=c%d' -keys 10000
-stop "$noop"
-
+# Key prefixes keep every configuration and round on keys of its own.
 servers=("$bin")
 [ -n "$compare" ] && servers+=("$bin/compare")
 tag() { [ "$1" != "$bin" ] && echo " ($compare)"; true; }
-for dir in "${servers[@]}"; do
-  tag=$(tag "$dir")
-  serve server "$dir/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080
-  wait_port 18081
-  points "server, in-memory, 10k keys$tag" 18081 "$server" -descriptors "client=m${#tag}%d" -keys 10000
-  stop "$server"
-done
+sluiceflags=(-config "$config" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 -log-level warn)
+redisflags=(-redis-addr 127.0.0.1:16399)
 
+echo "scenarios: $scenarios; $rounds round(s) at concurrencies $concs, $dur each" >&2
 serve redis redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no
 wait_port 16399
-redisflags=(-redis-addr 127.0.0.1:16399 -metrics-url http://127.0.0.1:18080/metrics)
-for dir in "${servers[@]}"; do
-  tag=$(tag "$dir")
-  serve server "$dir/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 \
-    -redis-url redis://127.0.0.1:16399 -store-timeout 100ms
-  wait_port 18081
-  points "server + Redis, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=r${#tag}%d" -keys 10000 "${redisflags[@]}"
-  points "server + Redis, one hot key$tag" 18081 "$server,$redis" -descriptors "hot=h${#tag}" -keys 1 "${redisflags[@]}"
-  points "server + Redis, over-limit flood$tag" 18081 "$server,$redis" -descriptors "flood=f${#tag}" -keys 1 "${redisflags[@]}"
-  for mode in async sync; do
-    serve sidecar "$dir/localfilter" -config "$bin/limits.yaml" -upstream 127.0.0.1:18081 -grpc-addr 127.0.0.1:19081 \
-      -http-addr 127.0.0.1:19080 -mode "$mode" -upstream-timeout 100ms
-    wait_port 19081
-    points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=u$mode${#tag}%d" -keys 10000 "${redisflags[@]}"
-    points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=z$mode${#tag}%d" -keys 10000 -dist zipf "${redisflags[@]}"
-    stop "$sidecar"
+for round in $(seq "$rounds"); do
+  if want noop; then
+    serve noop "$bin/loadgen" -serve-noop 127.0.0.1:18081
+    wait_port 18081
+    points "do-nothing handler" 18081 "$noop" -descriptors 'client=c%d' -keys 10000
+    stop "$noop"
+  fi
+  for dir in "${servers[@]}"; do
+    tag=$(tag "$dir"); k="$round${#tag}"
+    if want memory; then
+      serve server "$dir/server" "${sluiceflags[@]}"
+      wait_port 18081
+      points "sluice, in memory, 10k keys$tag" 18081 "$server" -descriptors "client=m$k.%d" -keys 10000
+      stop "$server"
+    fi
+    if want redis || want hot || want flood || want sidecar; then
+      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms
+      wait_port 18081
+      metrics=(-metrics-url http://127.0.0.1:18080/metrics)
+      want redis && points "sluice + Redis, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=r$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}"
+      want hot && points "sluice + Redis, one hot key$tag" 18081 "$server,$redis" -descriptors "hot=h$k" -keys 1 "${redisflags[@]}" "${metrics[@]}"
+      want flood && points "sluice + Redis, over-limit flood$tag" 18081 "$server,$redis" -descriptors "flood=f$k" -keys 1 "${redisflags[@]}" "${metrics[@]}"
+      if want sidecar; then
+        for mode in async sync; do
+          serve sidecar "$dir/localfilter" -config "$config" -upstream 127.0.0.1:18081 -grpc-addr 127.0.0.1:19081 \
+            -http-addr 127.0.0.1:19080 -mode "$mode" -upstream-timeout 100ms -log-level warn
+          wait_port 19081
+          points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=u$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}"
+          points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=z$mode$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}"
+          stop "$sidecar"
+        done
+      fi
+      stop "$server"
+    fi
+    if want cached && "$dir/server" -help 2>&1 | grep -q -- '-redis-mode'; then
+      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-mode cached
+      wait_port 18081
+      points "sluice + Redis cached, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=a$k.%d" -keys 10000 "${redisflags[@]}" -metrics-url http://127.0.0.1:18080/metrics
+      stop "$server"
+    fi
   done
-  stop "$server"
+  for variant in ref ref-window; do
+    want $variant || continue
+    env=(USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:16399
+      RUNTIME_ROOT="$bin/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false
+      GRPC_HOST=127.0.0.1 GRPC_PORT=18081 HOST=127.0.0.1 PORT=18080 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18070
+      LOCAL_CACHE_SIZE_IN_BYTES=1048576)
+    name="envoyproxy/ratelimit + Redis"
+    if [ $variant = ref-window ]; then
+      env+=(REDIS_PIPELINE_WINDOW=150us)
+      name="envoyproxy/ratelimit + Redis, 150µs pipeline window"
+    fi
+    serve ref env "${env[@]}" "$reference"
+    wait_port 18081
+    points "$name, 10k keys" 18081 "$ref,$redis" -descriptors "client=e$variant$round.%d" -keys 10000 "${redisflags[@]}"
+    points "$name, over-limit flood" 18081 "$ref,$redis" -descriptors "flood=e$variant$round" -keys 1 "${redisflags[@]}"
+    stop "$ref"
+  done
 done
 stop "$redis"
 
-"$bin/report" -in "$results" -md "$outdir/results.md" -svg "$outdir/results.svg" -ceiling "do-nothing handler"
+refargs=()
+if [ -n "$reference" ]; then
+  refargs=(-reference "envoyproxy/ratelimit + Redis, 10k keys")
+fi
+"$bin/report" -in "$results" -md "$outdir/results.md" -svg "$outdir/results.svg" -ceiling "do-nothing handler" "${refargs[@]}"
 cat "$outdir/results.md"
 echo >&2
 echo "written: $results, $outdir/results.md, $outdir/results.svg" >&2

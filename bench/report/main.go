@@ -1,9 +1,11 @@
 // Command report turns the results of a benchmark run (one loadgen -json
-// object per line, each with a -label) into a Markdown table and an SVG plot
-// of throughput and p99 latency against concurrency, one line per
-// configuration. bench/run.sh calls it; see BENCHMARKS.md.
+// object per line, each with a -label; several lines of one label and
+// concurrency are rounds) into a Markdown table and an SVG plot of
+// throughput and p99 latency against concurrency, one line per
+// configuration, medians over the rounds. bench/run.sh calls it; see
+// BENCHMARKS.md.
 //
-//	report -in results.jsonl -md results.md -svg results.svg -ceiling "do-nothing handler"
+//	report -in results.jsonl -md results.md -svg results.svg -ceiling "do-nothing handler" [-reference LABEL]
 package main
 
 import (
@@ -29,14 +31,15 @@ func main() {
 	md := flag.String("md", "", "write the Markdown table here")
 	svg := flag.String("svg", "", "write the SVG plot here")
 	ceiling := flag.String("ceiling", "do-nothing handler", "label of the configuration the others are compared with")
+	reference := flag.String("reference", "", "label of a second configuration to compare with (envoyproxy/ratelimit)")
 	flag.Parse()
-	if err := run(*in, *md, *svg, *ceiling); err != nil {
+	if err := run(*in, *md, *svg, *ceiling, *reference); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, md, svg, ceiling string) error {
+func run(in, md, svg, ceiling, reference string) error {
 	if in == "" {
 		return errors.New("-in is required")
 	}
@@ -45,7 +48,7 @@ func run(in, md, svg, ceiling string) error {
 		return err
 	}
 	if md != "" {
-		if err := writeFile(md, func(w io.Writer) error { return markdown(w, rows, ceiling) }); err != nil {
+		if err := writeFile(md, func(w io.Writer) error { return markdown(w, rows, ceiling, reference) }); err != nil {
 			return err
 		}
 	}
@@ -122,40 +125,124 @@ func concurrencies(rows []row) []int {
 	return out
 }
 
-func find(rows []row, label string, c int) (row, bool) {
+// find returns the median of the rounds of label at c concurrent callers,
+// and those rounds in order. A point with a failed round is a failed
+// point: its figures are the sums of its failures.
+func find(rows []row, label string, c int) (row, []row, bool) {
+	var rounds []row
 	for _, r := range rows {
 		if r.Label == label && r.Concurrency == c {
-			return r, true
+			rounds = append(rounds, r)
 		}
 	}
-	return row{}, false
+	if len(rounds) == 0 {
+		return row{}, nil, false
+	}
+	return median(rounds), rounds, true
+}
+
+// median is a row of each figure's median over rounds; counts are summed.
+func median(rounds []row) row {
+	m := rounds[0]
+	m.Sent, m.OK, m.OverLimit, m.Errors, m.Unknown = 0, 0, 0, 0, 0
+	m.ErrorsByCode = nil
+	for _, r := range rounds {
+		m.Sent += r.Sent
+		m.OK += r.OK
+		m.OverLimit += r.OverLimit
+		m.Errors += r.Errors
+		m.Unknown += r.Unknown
+		for code, n := range r.ErrorsByCode {
+			if m.ErrorsByCode == nil {
+				m.ErrorsByCode = map[string]uint64{}
+			}
+			m.ErrorsByCode[code] += n
+		}
+	}
+	of := func(f func(row) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, r := range rounds {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		n := len(v)
+		if n%2 == 1 {
+			return v[n/2]
+		}
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	m.DecidedRPS = of(func(r row) float64 { return r.DecidedRPS })
+	m.RPS = of(func(r row) float64 { return r.RPS })
+	m.Latency.P50 = of(func(r row) float64 { return r.Latency.P50 })
+	m.Latency.P99 = of(func(r row) float64 { return r.Latency.P99 })
+	m.Latency.P999 = of(func(r row) float64 { return r.Latency.P999 })
+	if m.RoundTripsPerReq != nil {
+		v := of(func(r row) float64 {
+			if r.RoundTripsPerReq == nil {
+				return 0
+			}
+			return *r.RoundTripsPerReq
+		})
+		m.RoundTripsPerReq = &v
+	}
+	if m.Redis != nil {
+		redis := *m.Redis
+		redis.ReadsPerReq = of(func(r row) float64 { return r.Redis.ReadsPerReq })
+		redis.CommandsPerReq = of(func(r row) float64 { return r.Redis.CommandsPerReq })
+		m.Redis = &redis
+	}
+	m.CPUMicrosPerReq = make([]float64, len(rounds[0].CPUMicrosPerReq))
+	for i := range m.CPUMicrosPerReq {
+		m.CPUMicrosPerReq[i] = of(func(r row) float64 {
+			if i < len(r.CPUMicrosPerReq) {
+				return r.CPUMicrosPerReq[i]
+			}
+			return 0
+		})
+	}
+	return m
 }
 
 // markdown writes the main table at the highest concurrency, compared with
-// the ceiling there, then throughput and p99 at every concurrency.
-func markdown(w io.Writer, rows []row, ceiling string) error {
+// the ceiling (and the reference) there, then throughput and p99 at every
+// concurrency.
+func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 	cs := concurrencies(rows)
 	top := cs[len(cs)-1]
-	base, haveBase := find(rows, ceiling, top)
+	base, _, haveBase := find(rows, ceiling, top)
+	ref, _, haveRef := find(rows, reference, top)
+	haveBase = haveBase && base.DecidedRPS > 0 && !base.Failed()
+	haveRef = haveRef && ref.DecidedRPS > 0 && !ref.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "At %d concurrent callers:\n\n", top)
-	b.WriteString("| configuration | decided req/s | % of ceiling | p50 µs | p99 µs | p99 / ceiling's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "At %d concurrent callers, medians over the rounds:\n\n", top)
+	b.WriteString("| configuration | decided req/s | each round | % of ceiling | × reference | p50 µs | p99 µs | p99 / ceiling's | p99 / reference's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range labels(rows) {
-		r, ok := find(rows, l, top)
+		r, rounds, ok := find(rows, l, top)
 		if !ok {
 			continue
 		}
+		each := make([]string, len(rounds))
+		for i, x := range rounds {
+			each[i] = fmt.Sprintf("%.0f", x.DecidedRPS)
+			if x.Failed() {
+				each[i] = "failed"
+			}
+		}
 		if r.Failed() {
 			// A run with failed requests is a failed run, never a figure.
-			fmt.Fprintf(&b, "| %s | **failed run** (%s) | – | – | – | – | – | %d | %d | %d | – | – | – | – |\n",
-				l, r.ErrorText(), r.OK, r.OverLimit, r.Errors+r.Unknown)
+			fmt.Fprintf(&b, "| %s | **failed run** (%s) | %s | – | – | – | – | – | – | – | %d | %d | %d | – | – | – | – |\n",
+				l, r.ErrorText(), strings.Join(each, " / "), r.OK, r.OverLimit, r.Errors+r.Unknown)
 			continue
 		}
-		pct, p99x := "–", "–"
-		if haveBase && base.DecidedRPS > 0 && !base.Failed() {
+		pct, p99x, times, p99r := "–", "–", "–", "–"
+		if haveBase {
 			pct = fmt.Sprintf("%.0f%%", 100*r.DecidedRPS/base.DecidedRPS)
 			p99x = fmt.Sprintf("%.2f", r.Latency.P99/base.Latency.P99)
+		}
+		if haveRef {
+			times = fmt.Sprintf("%.2f", r.DecidedRPS/ref.DecidedRPS)
+			p99r = fmt.Sprintf("%.2f", r.Latency.P99/ref.Latency.P99)
 		}
 		trips, reads, cmds := "–", "–", "–"
 		if r.RoundTripsPerReq != nil {
@@ -168,10 +255,11 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 		for i, us := range r.CPUMicrosPerReq {
 			cpu[i] = fmt.Sprintf("%.1f", us)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.0f | %d | %d | %d | %s | %s | %s | %s |\n",
-			l, r.DecidedRPS, pct, r.Latency.P50, r.Latency.P99, p99x, r.Latency.P999, r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "))
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %.0f | %.0f | %s | %s | %.0f | %d | %d | %d | %s | %s | %s | %s |\n",
+			l, r.DecidedRPS, strings.Join(each, " / "), pct, times, r.Latency.P50, r.Latency.P99, p99x, p99r, r.Latency.P999,
+			r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "))
 	}
-	b.WriteString("\nDecided requests/s and p99 (µs) by concurrent callers (a run with failed requests shows its failures, not a throughput):\n\n| configuration |")
+	b.WriteString("\nDecided requests/s and p99 (µs) by concurrent callers, medians (a point with failed requests shows its failures, not a throughput):\n\n| configuration |")
 	for _, c := range cs {
 		fmt.Fprintf(&b, " %d |", c)
 	}
@@ -183,7 +271,7 @@ func markdown(w io.Writer, rows []row, ceiling string) error {
 	for _, l := range labels(rows) {
 		fmt.Fprintf(&b, "| %s |", l)
 		for _, c := range cs {
-			if r, ok := find(rows, l, c); ok && r.Failed() {
+			if r, _, ok := find(rows, l, c); ok && r.Failed() {
 				fmt.Fprintf(&b, " failed: %d errors |", r.Errors+r.Unknown)
 			} else if ok {
 				fmt.Fprintf(&b, " %.0f / %.0f |", r.DecidedRPS, r.Latency.P99)
@@ -207,9 +295,17 @@ func plot(w io.Writer, rows []row) error {
 		width, panelW, panelH = 1040, 420, 300
 		left, top, gap        = 70, 40, 90
 	)
-	// Failed runs measure failures, not throughput: they are not plotted
-	// (the table names them).
-	rows = slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.Failed() })
+	// Each point is the median of its rounds. Failed points measure
+	// failures, not throughput: they are not plotted (the table names them).
+	var medians []row
+	for _, l := range labels(rows) {
+		for _, c := range concurrencies(rows) {
+			if m, _, ok := find(rows, l, c); ok && !m.Failed() {
+				medians = append(medians, m)
+			}
+		}
+	}
+	rows = medians
 	ls := labels(rows)
 	legendH := 20 * len(ls)
 	height := top + panelH + 60 + legendH
@@ -261,7 +357,7 @@ func plot(w io.Writer, rows []row) error {
 			var pts [][2]float64
 			var line []string
 			for _, c := range cs {
-				if r, ok := find(rows, l, c); ok {
+				if r, _, ok := find(rows, l, c); ok {
 					pt := [2]float64{xOf(c), yOf(panel.value(r))}
 					pts = append(pts, pt)
 					line = append(line, fmt.Sprintf("%.1f,%.1f", pt[0], pt[1]))
