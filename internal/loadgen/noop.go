@@ -2,14 +2,12 @@ package loadgen
 
 import (
 	"context"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/internal/serve"
 )
 
 // NoopService is the do-nothing RLS handler: every ShouldRateLimit gets
@@ -38,26 +36,13 @@ func (NoopService) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitReques
 // RateLimitService, plus gRPC health (reporting SERVING) and reflection, as
 // sluice's server exposes them.
 //
-// Its ServerOptions are those of cmd/server (plaintext): grpc-go's defaults
-// plus the keepalive enforcement policy the server sets for Envoy's pings
-// (MinTime 5 s, PermitWithoutStream). The defaults in force (grpc-go
-// v1.85): server keepalive pings after 2 h idle with a 20 s timeout, no
-// connection age or idle limits, MaxConcurrentStreams unlimited
-// (math.MaxUint32), 4 MiB max received message, 32 KiB read and write
-// buffers, the default proto codec, one goroutine per stream (no worker
-// pool). The process leaves GOGC and GOMAXPROCS to the environment, like the
-// real server, so both run under the same garbage collector settings. When
-// cmd/server changes its options this function must follow, or the ceiling
-// it measures stops being comparable.
+// It is built by serve.NewGRPC, as sluice's daemons build theirs, so the
+// ceiling it measures has their options (codec, keepalive policy, stream
+// workers) whatever they become. The process leaves GOGC and GOMAXPROCS to
+// the environment, like the real server.
 func NewGRPCServer(svc rlsv3.RateLimitServiceServer) *grpc.Server {
-	s := grpc.NewServer(
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
-	rlsv3.RegisterRateLimitServiceServer(s, svc)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s, hs)
-	reflection.Register(s)
-	return s
+	g := serve.NewGRPC(svc)
+	g.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	g.Health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return g.Server
 }
