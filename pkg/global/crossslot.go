@@ -107,6 +107,10 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 		r.calls.Put(c)
 		return nil
 	}
-	_, err := r.run(ctx, c)
+	if err := r.run(ctx, c); err != nil {
+		return err
+	}
+	err := c.err
+	r.calls.Put(c)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ func (r *Redis) write(fl *inflight) {
 		case c := <-r.queue:
 			take(c)
 		}
+		r.gather(len(batch))
 	drain:
 		for len(batch) < r.opts.MaxBatch {
 			select {
@@ -51,6 +53,25 @@ func (r *Redis) write(fl *inflight) {
 		fl.mu.Lock()
 		fl.sentAt, fl.calls = 0, nil
 		fl.mu.Unlock()
+	}
+}
+
+// gather lets the requests that are ready to run queue their calls before
+// a writer sends what it holds: it yields the processor while the queue
+// keeps growing, a few times at most. When this process has few cores and
+// many requests, a writer woken by the first call would otherwise send
+// pipelines of one or two; each yield costs a scheduler round, and the
+// larger batches save Redis a script call each (measured: 0.55 calls per
+// request without, 0.12–0.14 with, at 64 callers on one core).
+func (r *Redis) gather(held int) {
+	n := len(r.queue)
+	for range 8 {
+		runtime.Gosched()
+		m := len(r.queue)
+		if m == n || held+m >= r.opts.MaxBatch {
+			return
+		}
+		n = m
 	}
 }
 
@@ -135,6 +156,7 @@ type fused struct {
 	decide bool
 	calls  []ref
 	keys   []string
+	blob   []byte // a decide call's packed requests
 	args   []any
 }
 
@@ -163,17 +185,17 @@ func (r *Redis) fuse(batch []ref) []*fused {
 		}
 		f := bySlot[s]
 		if f == nil || len(f.keys)+len(c.keys) > maxFusedItems {
-			f = &fused{script: r.decide, decide: true, args: []any{0}}
+			f = &fused{script: r.decide, decide: true}
 			bySlot[s] = f
 			out = append(out, f)
 		}
 		f.calls = append(f.calls, rc)
 		f.keys = append(f.keys, c.keys...)
-		f.args = append(f.args, c.args...)
+		f.blob = append(f.blob, c.blob...)
 	}
 	for _, f := range out {
 		if f.decide {
-			f.args[0] = len(f.calls)
+			f.args = []any{f.blob}
 		}
 	}
 	return out
@@ -199,7 +221,7 @@ func (r *Redis) exec(groups []*fused) {
 			retry = append(retry, i)
 			continue
 		}
-		groups[i].answer(decodeInts(cmd))
+		groups[i].answer(cmd)
 	}
 	if len(retry) == 0 {
 		return
@@ -211,7 +233,7 @@ func (r *Redis) exec(groups []*fused) {
 	_, _ = pipe.Exec(ctx)
 	for _, i := range retry {
 		r.noteReply(sent, cmds[i].Err())
-		groups[i].answer(decodeInts(cmds[i]))
+		groups[i].answer(cmds[i])
 	}
 }
 
@@ -275,55 +297,43 @@ func (w *rttWindow) max(now time.Time) time.Duration {
 	return slow
 }
 
-// answer hands each call of f its part of the reply: a decide call's is
-// now and four values per item.
-func (f *fused) answer(reply []int64, err error) {
-	if err == nil && f.decide {
-		pos := 0
-		for _, c := range f.calls {
-			n := 1 + 4*c.n
-			if pos+n > len(reply) {
-				break
-			}
-			pos += n
-		}
-		if pos == len(reply) {
-			pos = 0
-			for _, c := range f.calls {
-				n := 1 + 4*c.n
-				c.c.answer(c.gen, reply[pos:pos+n:pos+n], nil)
-				pos += n
-			}
-			return
-		}
-		err = fmt.Errorf("redis store: decide replied %d values for %d requests", len(reply), len(f.calls))
-		reply = nil
-	}
-	for _, c := range f.calls {
-		c.c.answer(c.gen, reply, err)
-	}
-}
-
-// decodeInts checks that a script replied with an array of integers.
-func decodeInts(cmd *redis.Cmd) ([]int64, error) {
-	if err := cmd.Err(); err != nil {
+// answer hands each call of f its part of cmd's reply: a decide call's is
+// now and four values per item (unpackReply), a refund's nothing.
+func (f *fused) answer(cmd *redis.Cmd) {
+	err := cmd.Err()
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			// The hard timeout, not a caller's deadline.
-			return nil, ErrStalled
+			err = ErrStalled // the hard timeout, not a caller's deadline
+		} else {
+			err = fmt.Errorf("redis store: %w", err)
 		}
-		return nil, fmt.Errorf("redis store: %w", err)
-	}
-	vals, ok := cmd.Val().([]any)
-	if !ok {
-		return nil, fmt.Errorf("redis store: script replied %T, want an array", cmd.Val())
-	}
-	out := make([]int64, len(vals))
-	for i, v := range vals {
-		n, ok := v.(int64)
-		if !ok {
-			return nil, fmt.Errorf("redis store: script reply %d is %T, want an integer", i, v)
+		for _, c := range f.calls {
+			c.c.answer(c.gen, nil, err)
 		}
-		out[i] = n
+		return
 	}
-	return out, nil
+	if !f.decide {
+		for _, c := range f.calls {
+			c.c.answer(c.gen, nil, nil)
+		}
+		return
+	}
+	s, _ := cmd.Val().(string)
+	size := 0
+	for _, c := range f.calls {
+		size += replySize(c.n)
+	}
+	if size != len(s) {
+		err := fmt.Errorf("redis store: decide replied %d bytes for %d requests (%d expected)", len(s), len(f.calls), size)
+		for _, c := range f.calls {
+			c.c.answer(c.gen, nil, err)
+		}
+		return
+	}
+	var vals [1 + 4*maxItems]int64
+	for _, c := range f.calls {
+		v, _ := unpackReply(vals[:0], s, c.n) // the sizes were checked
+		c.c.answer(c.gen, v, nil)
+		s = s[replySize(c.n):]
+	}
 }

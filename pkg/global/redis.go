@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 // Scripter is what the Redis store needs of a client. *redis.Client
@@ -107,9 +105,9 @@ func (stallError) Error() string { return "redis store: Redis stopped answering"
 func (stallError) Stalled() bool { return true }
 
 // call is one script call waiting for a writer. A decide call (script
-// r.decide) carries one request, args being its part of the script's
-// arguments (now, item count, items); the writer fuses the decide calls of
-// a batch into one script call per slot.
+// r.decide) carries one request, packed in blob (appendRequest); the
+// writer fuses the decide calls of a batch into one script call per slot.
+// Other calls (the refund) carry their arguments in args.
 //
 // A call is answered once, by its writer or by the watchdog, whichever
 // claims it first; state holds its generation (bumped each time the pool
@@ -121,8 +119,9 @@ type call struct {
 	abandoned atomic.Bool   // its requester went away: do not send it
 	script    *redis.Script
 	keys      []string
+	blob      []byte
 	args      []any
-	reply     []int64
+	reply     []int64 // its own buffer: answer copies into it
 	err       error
 	done      chan struct{}
 }
@@ -132,13 +131,13 @@ func (c *call) prepare() {
 	c.gen = c.state.Load()>>1 + 1
 	c.state.Store(c.gen << 1)
 	c.abandoned.Store(false)
-	c.reply, c.err = nil, nil
+	c.reply, c.err = c.reply[:0], nil
 }
 
 // answer gives the call of generation gen its reply, if nobody has.
 func (c *call) answer(gen uint64, reply []int64, err error) {
 	if c.state.CompareAndSwap(gen<<1, gen<<1|1) {
-		c.reply, c.err = reply, err
+		c.reply, c.err = append(c.reply[:0], reply...), err
 		c.done <- struct{}{}
 	}
 }
@@ -267,11 +266,15 @@ func sameSlot(items []Item) bool {
 // decideGroup runs the decide script on items, which share a slot, and
 // returns the `now` the script decided at.
 func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64) (int64, error) {
-	reply, err := r.run(ctx, r.decideCall(items, now))
-	if err != nil {
+	c := r.decideCall(items, now)
+	if err := r.run(ctx, c); err != nil {
 		return 0, err
 	}
-	return readDecide(reply, items, out)
+	defer r.calls.Put(c)
+	if c.err != nil {
+		return 0, c.err
+	}
+	return readDecide(c.reply, items, out)
 }
 
 // decideCall is the call that decides items: one request.
@@ -280,25 +283,13 @@ func (r *Redis) decideCall(items []Item, now int64) *call {
 	c.prepare()
 	c.script = r.decide
 	c.keys = c.keys[:0]
-	c.args = c.args[:0]
-	if r.opts.InjectTime {
-		c.args = append(c.args, now)
-	} else {
-		c.args = append(c.args, "")
-	}
-	c.args = append(c.args, len(items))
 	for i := range items {
-		it := &items[i]
-		flags := 0
-		if it.Mode == algorithm.Force {
-			flags |= 1
-		}
-		if it.Shadow {
-			flags |= 2
-		}
-		c.keys = append(c.keys, it.Key)
-		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, flags)
+		c.keys = append(c.keys, items[i].Key)
 	}
+	if !r.opts.InjectTime {
+		now = -1 // the store's clock
+	}
+	c.blob = appendRequest(c.blob[:0], items, now)
 	return c
 }
 
@@ -317,26 +308,26 @@ func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 	return reply[0], nil
 }
 
-// run queues c for a writer and waits for its reply or ctx. c goes back to
-// the pool only when its reply was read: an abandoned call still belongs
-// to its writer (which skips it if it has not sent it yet).
-func (r *Redis) run(ctx context.Context, c *call) ([]int64, error) {
+// run queues c for a writer and waits for its answer or ctx. On nil, c
+// holds its answer (c.reply, c.err), which the caller reads before putting
+// c back in the pool; on an error (ctx done, the store closed) c is no
+// longer the caller's: an abandoned call still belongs to its writer
+// (which skips it if it has not sent it yet).
+func (r *Redis) run(ctx context.Context, c *call) error {
 	select {
 	case r.queue <- c:
 	case <-ctx.Done():
 		r.calls.Put(c)
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-r.stop:
 		r.calls.Put(c)
-		return nil, errors.New("redis store: closed")
+		return errors.New("redis store: closed")
 	}
 	select {
 	case <-c.done:
-		reply, err := append([]int64(nil), c.reply...), c.err
-		r.calls.Put(c)
-		return reply, err
+		return nil
 	case <-ctx.Done():
 		c.abandoned.Store(true)
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }

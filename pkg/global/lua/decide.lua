@@ -3,34 +3,41 @@
 -- Mirrors pkg/algorithm (DecideAll and the algorithms) line for line;
 -- the Go differential tests hold the two to the same results.
 --
+-- The arguments and the reply are packed (little-endian, struct's formats),
+-- so that neither side formats or parses a number as text, nor Redis
+-- splits six arguments per item (see pkg/global/wire.go):
+--
 -- KEYS      the items' state keys, request after request
--- ARGV[1]   the number of requests R; then per request:
---   now     in µs, or "" to read the store's clock (production; read once
---           per call, so the requests of one call share an instant)
---   n       its number of items, then per item six values:
---           kind, limit, window µs, burst, cost, flags
---           kind: pkg/algorithm.Kind (the ALGORITHMS table)
---           flags: 1 force (consume even when it does not fit), 2 shadow
--- Returns, per request: now, then per item: allowed (0/1), remaining,
--- retry µs, reset µs; a request whose decision failed has now = -1 (the
--- error is in Redis's log).
+-- ARGV[1]   per request: now (d, µs; negative: read the store's clock,
+--           once per call, so the requests of one call share an instant),
+--           n (H, its items), then per item ITEM: kind (B, pkg/algorithm.Kind:
+--           the ALGORITHMS table), flags (B: 1 force, consume even when it
+--           does not fit; 2 shadow), limit, window µs, burst, cost (d)
+-- Returns one string: per request now (d; -1 when its decision failed,
+-- the error in Redis's log), then per item REPLY: allowed (B), remaining,
+-- retry µs, reset µs (d).
 
--- decide_request decides the n items at KEYS[k...], ARGV[a...] at now and
--- appends the request's reply to out.
-local function decide_request(k, a, n, now, out)
+local HEADER, HEADER_SIZE = '<dH', 10
+local ITEM, ITEM_SIZE = '<BBdddd', 34
+local REPLY = '<Bddd'
+local blob = ARGV[1]
+
+-- decide_request decides the n items at KEYS[k...], packed in blob from
+-- pos, at now and appends the request's reply to out.
+local function decide_request(k, pos, n, now, out)
   local items, states, loaded, results = {}, {}, {}, {}
   for i = 1, n do
-    local b = a + (i - 1) * 6
-    local flags = tonumber(ARGV[b + 5])
+    local kind, flags, limit, window, burst, cost = struct.unpack(ITEM, blob, pos)
+    pos = pos + ITEM_SIZE
     items[i] = {
       key = KEYS[k + i - 1],
-      kind = tonumber(ARGV[b]),
-      limit = tonumber(ARGV[b + 1]),
-      window = tonumber(ARGV[b + 2]),
-      burst = tonumber(ARGV[b + 3]),
-      cost = tonumber(ARGV[b + 4]),
+      kind = kind,
+      limit = limit,
+      window = window,
+      burst = burst,
+      cost = cost,
       force = flags % 2 == 1,
-      shadow = math.floor(flags / 2) % 2 == 1,
+      shadow = flags >= 2,
     }
   end
 
@@ -78,54 +85,52 @@ local function decide_request(k, a, n, now, out)
     end
   end
 
-  out[#out + 1] = now
+  out[#out + 1] = struct.pack('<d', now)
   for i = 1, n do
     local r = results[i]
-    out[#out + 1] = r.allowed and 1 or 0
-    out[#out + 1] = r.remaining
-    out[#out + 1] = r.retry
-    out[#out + 1] = r.reset
+    out[#out + 1] = struct.pack(REPLY, r.allowed and 1 or 0, r.remaining, r.retry, r.reset)
   end
 end
 
-local requests = tonumber(ARGV[1])
-
--- Load every string state of the call with one MGET.
-local strings, a, k = {}, 2, 1
-for _ = 1, requests do
-  local n = tonumber(ARGV[a + 1])
+-- Load every string state of the call with one MGET: the kinds are read
+-- straight from the blob, without unpacking the items.
+local strings, pos, k = {}, 1, 1
+while pos <= #blob do
+  local _, n = struct.unpack(HEADER, blob, pos)
+  pos = pos + HEADER_SIZE
   for i = 0, n - 1 do
-    local kind = ALGORITHMS[tonumber(ARGV[a + 2 + 6 * i])]
-    if kind and kind.fields then strings[#strings + 1] = KEYS[k + i] end
+    local a = ALGORITHMS[string.byte(blob, pos)]
+    if a and a.fields then strings[#strings + 1] = KEYS[k + i] end
+    pos = pos + ITEM_SIZE
   end
-  k, a = k + n, a + 2 + 6 * n
+  k = k + n
 end
 prefetch(strings)
 
 local clock
 local out = {}
-a, k = 2, 1
-for _ = 1, requests do
-  local now = tonumber(ARGV[a])
-  if not now then
+pos, k = 1, 1
+while pos <= #blob do
+  local now, n = struct.unpack(HEADER, blob, pos)
+  pos = pos + HEADER_SIZE
+  if now < 0 then
     if not clock then
       local t = redis.call('TIME')
       clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     now = clock
   end
-  local n = tonumber(ARGV[a + 1])
   -- A request that fails (a key of another type, say) fails alone: its
   -- reply is now = -1 and zeros, the others of the call stand. What it
   -- stored before failing stays, as it would in a call of its own.
   local reply = {}
-  local ok, err = pcall(decide_request, k, a + 2, n, now, reply)
+  local ok, err = pcall(decide_request, k, pos, n, now, reply)
   if not ok then
     redis.log(redis.LOG_WARNING, 'sluice decide: ' .. tostring(err))
-    reply = { -1 }
-    for _ = 1, 4 * n do reply[#reply + 1] = 0 end
+    reply = { struct.pack('<d', -1) }
+    for _ = 1, n do reply[#reply + 1] = struct.pack(REPLY, 0, 0, 0, 0) end
   end
   for i = 1, #reply do out[#out + 1] = reply[i] end
-  k, a = k + n, a + 2 + 6 * n
+  k, pos = k + n, pos + n * ITEM_SIZE
 end
-return out
+return table.concat(out)

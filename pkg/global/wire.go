@@ -1,0 +1,73 @@
+package global
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+// The decide script's arguments and reply are packed (lua/decide.lua):
+// numbers travel as little-endian float64, exact for the integers they
+// carry (µs times, limits, costs: all below 2⁵³), so neither side formats
+// or parses text and Redis reads one argument per call, not six per item.
+const (
+	requestHeaderSize = 10 // now (float64; negative: the store's clock), items (uint16)
+	requestItemSize   = 34 // kind, flags (uint8); limit, window, burst, cost (float64)
+	replyHeaderSize   = 8  // now (float64; -1: the request failed)
+	replyItemSize     = 25 // allowed (uint8); remaining, retry, reset (float64)
+)
+
+// Item flags, as the script reads them.
+const (
+	flagForce  = 1
+	flagShadow = 2
+)
+
+// appendRequest packs one request of items at now (µs; negative for the
+// store's clock).
+func appendRequest(b []byte, items []Item, now int64) []byte {
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(now)))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(items))) // at most maxItems
+	for i := range items {
+		it := &items[i]
+		var flags byte
+		if it.Mode == algorithm.Force {
+			flags |= flagForce
+		}
+		if it.Shadow {
+			flags |= flagShadow
+		}
+		b = append(b, byte(it.Params.Kind), flags)
+		for _, v := range [...]int64{it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+		}
+	}
+	return b
+}
+
+// replySize is the size of the reply to a request of n items.
+func replySize(n int) int { return replyHeaderSize + n*replyItemSize }
+
+// unpackReply reads the reply to a request of n items from the start of s
+// into dst as now, then allowed (0 or 1), remaining, retry and reset per
+// item.
+func unpackReply(dst []int64, s string, n int) ([]int64, error) {
+	if len(s) < replySize(n) {
+		return dst, fmt.Errorf("redis store: decide replied %d bytes for %d items", len(s), n)
+	}
+	dst = append(dst, int64(float64At(s, 0)))
+	for i := range n {
+		at := replyHeaderSize + i*replyItemSize
+		dst = append(dst, int64(s[at]), int64(float64At(s, at+1)), int64(float64At(s, at+9)), int64(float64At(s, at+17)))
+	}
+	return dst, nil
+}
+
+func float64At(s string, at int) float64 {
+	_ = s[at+7]
+	u := uint64(s[at]) | uint64(s[at+1])<<8 | uint64(s[at+2])<<16 | uint64(s[at+3])<<24 |
+		uint64(s[at+4])<<32 | uint64(s[at+5])<<40 | uint64(s[at+6])<<48 | uint64(s[at+7])<<56
+	return math.Float64frombits(u)
+}
