@@ -19,11 +19,12 @@ import (
 )
 
 // tier is one server in front of a real redis-server and sidecars in front
-// of the server, as docker-compose.yml runs them.
+// of the server, as docker-compose.yml runs them; or servers in cached
+// Redis mode on the Redis, with no server behind them.
 type tier struct {
-	redis    *redistest.Server
-	server   *proc
-	sidecars []*proc
+	redis  *redistest.Server
+	server *proc   // nil for cached servers
+	fronts []*proc // what clients call: the sidecars, or the cached servers
 }
 
 // startTier starts redis-server, one server and n sidecars in mode, all on
@@ -37,14 +38,27 @@ func startTier(t *testing.T, yaml string, n int, mode string, sidecarArgs ...str
 	tr.server = startServer(t, "server", "-config", cfg, "-redis-url", tr.redis.URL(), "-store-timeout", "1s")
 	for i := range n {
 		args := append([]string{"-config", cfg, "-upstream", tr.server.GRPC, "-mode", mode, "-upstream-timeout", "1s"}, sidecarArgs...)
-		tr.sidecars = append(tr.sidecars, startSidecar(t, fmt.Sprintf("sidecar-%d", i), args...))
+		tr.fronts = append(tr.fronts, startSidecar(t, fmt.Sprintf("sidecar-%d", i), args...))
+	}
+	return tr
+}
+
+// startCached starts redis-server and n servers in cached Redis mode on
+// config yaml, with the extra server flags given.
+func startCached(t *testing.T, yaml string, n int, args ...string) *tier {
+	t.Helper()
+	cfg := writeConfig(t, yaml)
+	tr := &tier{redis: redistest.Start(t)}
+	for i := range n {
+		a := append([]string{"-config", cfg, "-redis-url", tr.redis.URL(), "-redis-mode", "cached", "-store-timeout", "1s"}, args...)
+		tr.fronts = append(tr.fronts, startServer(t, fmt.Sprintf("cached-%d", i), a...))
 	}
 	return tr
 }
 
 func (tr *tier) targets(t *testing.T) []rlsv3.RateLimitServiceClient {
 	var out []rlsv3.RateLimitServiceClient
-	for _, s := range tr.sidecars {
+	for _, s := range tr.fronts {
 		out = append(out, s.client(t))
 	}
 	return out
@@ -53,6 +67,13 @@ func (tr *tier) targets(t *testing.T) []rlsv3.RateLimitServiceClient {
 // roundTrips is the server's count of Redis round trips (pipelines and
 // single commands, its go-redis hook).
 func (tr *tier) roundTrips(t *testing.T) float64 {
+	if tr.server == nil {
+		n := 0.0
+		for _, s := range tr.fronts {
+			n += s.metric(t, loadgen.RoundTripsMetric)
+		}
+		return n
+	}
 	return tr.server.metric(t, loadgen.RoundTripsMetric)
 }
 
@@ -84,7 +105,7 @@ descriptors:
 			}
 		})
 	}
-	for _, s := range tr.sidecars {
+	for _, s := range tr.fronts {
 		if n := s.metric(t, "sluice_localfilter_upstream_calls_total", "result", "error"); n != 0 {
 			t.Errorf("%s: %v upstream errors; the fallback may have decided", s.name, n)
 		}
@@ -111,7 +132,7 @@ descriptors:
 				target = tr.server.GRPC
 			} else {
 				tr = startTier(t, yaml, 1, path)
-				target = tr.sidecars[0].GRPC
+				target = tr.fronts[0].GRPC
 			}
 			// Another proxy used the whole limit: the sidecar's own bucket is
 			// full, the global limit is not.
@@ -150,10 +171,12 @@ descriptors:
 	}
 }
 
-// asyncScenario is a load on async sidecars with a computed overshoot bound.
+// asyncScenario is a load on async sidecars, or on servers in cached Redis
+// mode (the same tier in process), with a computed overshoot bound.
 type asyncScenario struct {
 	name     string
-	sidecars int
+	cached   bool
+	sidecars int // or cached servers
 	keys     int
 	limit    int // per minute, fixed_window: the accounting is exact
 	duration time.Duration
@@ -177,16 +200,31 @@ func TestSidecarAsync(t *testing.T) {
 	}
 }
 
+// TestServerCached: servers in cached Redis mode, with no sidecar, hold
+// to the async sidecars' bound and record every hit they admitted.
+func TestServerCached(t *testing.T) {
+	for _, sc := range []asyncScenario{
+		{name: "50 keys at 2000 a minute", cached: true, sidecars: 3, keys: 50, limit: 2000, duration: 2 * time.Second},
+		{name: "5 keys at 200 a minute", cached: true, sidecars: 3, keys: 5, limit: 200, duration: 2 * time.Second},
+	} {
+		t.Run(sc.name, func(t *testing.T) { sc.run(t) })
+	}
+}
+
 func (sc asyncScenario) run(t *testing.T) {
 	// Round trips per request are flush calls over requests: at 20ms, three
 	// sidecars make at most 150 calls a second, under 0.2 per request from
 	// 750 requests a second, which a loaded CI machine still offers.
 	const flush = 20 * time.Millisecond
-	tr := startTier(t, fmt.Sprintf(`domain: edge
+	yaml := fmt.Sprintf(`domain: edge
 descriptors:
   - key: client
     rate_limit: {name: per-client, unit: minute, requests_per_unit: %d, algorithm: fixed_window}
-`, sc.limit), sc.sidecars, "async", "-flush-interval", flush.String())
+`, sc.limit)
+	tr := startTier(t, yaml, sc.sidecars, "async", "-flush-interval", flush.String())
+	if sc.cached {
+		tr = startCached(t, yaml, sc.sidecars, "-flush-interval", flush.String())
+	}
 	targets := tr.targets(t)
 	waitForWindow(t, time.Minute, sc.duration+3*time.Second)
 	trips0 := tr.roundTrips(t)
@@ -201,8 +239,15 @@ descriptors:
 	// and the latest start of one.
 	cycle := flush.Seconds()
 	worstRTT, worstLag := 0.0, 0.0
-	for _, s := range tr.sidecars {
+	trips := -trips0
+	if tr.server != nil {
+		trips += tr.roundTrips(t)
+	}
+	for _, s := range tr.fronts {
 		mf := s.metrics(t)
+		if tr.server == nil { // the cached servers' own, before they stop
+			trips += sumMetric(mf, loadgen.RoundTripsMetric)
+		}
 		if n := sumMetric(mf, "sluice_localfilter_dropped_hits_total"); n != 0 {
 			t.Errorf("%s dropped %v hits", s.name, n)
 		}
@@ -211,7 +256,6 @@ descriptors:
 		s.stop() // flushes what it admitted
 	}
 	cycle += worstRTT + worstLag
-	trips := tr.roundTrips(t) - trips0
 	perReq := trips / float64(res.sent)
 
 	// The bound, per key: Σ over sidecars of min(b + r·C, q(C)) + 1, with
@@ -240,9 +284,13 @@ descriptors:
 	if !slices.Equal(recorded, admitted) {
 		t.Errorf("global state after the flushes holds per key %v; the sidecars admitted %v", recorded, admitted)
 	}
-	t.Logf("%d sidecars, %d keys, limit %d/min, %v: %d requests (%.0f/s), %d admitted, %d over limit; p50 %v p99 %v; "+
+	fronts := "sidecars"
+	if sc.cached {
+		fronts = "cached servers"
+	}
+	t.Logf("%d %s, %d keys, limit %d/min, %v: %d requests (%.0f/s), %d admitted, %d over limit; p50 %v p99 %v; "+
 		"%d keys went over the limit, worst overshoot %.0f%% of its bound (C = F %v + lag %.1fms + RTT %.1fms); Redis round trips %.0f = %.4f/request",
-		sc.sidecars, sc.keys, sc.limit, sc.duration, res.sent, float64(res.sent)/res.elapsed.Seconds(), res.ok, res.over,
+		sc.sidecars, fronts, sc.keys, sc.limit, sc.duration, res.sent, float64(res.sent)/res.elapsed.Seconds(), res.ok, res.over,
 		res.quantile(0.5), res.quantile(0.99), over, 100*worst, flush, worstLag*1000, worstRTT*1000, trips, perReq)
 	if perReq >= 0.2 {
 		t.Errorf("%.4f Redis round trips per request; want below 0.2", perReq)
@@ -324,7 +372,7 @@ descriptors:
 `, limit)
 	tr := startTier(t, yaml, 1, mode, "-upstream-timeout", timeout.String(),
 		"-upstream-retry", "200ms", "-fallback-share", fmt.Sprint(share))
-	sidecar := tr.sidecars[0]
+	sidecar := tr.fronts[0]
 	target := sidecar.client(t)
 	ask := func(key string, n int) loadResult {
 		return load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 1, duration: time.Minute, total: n,

@@ -40,11 +40,10 @@ func main() { serve.Main("sluice localfilter", run) }
 
 type options struct {
 	serve.Flags
-	upstream, mode                        string
-	fraction, fallbackShare               float64
-	flushInterval, upstreamTimeout, retry time.Duration
-	batchSize, maxPending, localKeys      int
-	maxPendingBytes                       int64
+	tier                   serve.TierFlags
+	upstream, mode         string
+	fallbackShare          float64
+	upstreamTimeout, retry time.Duration
 	// TLS to the upstream.
 	upstreamTLS                                               bool
 	upstreamCA, upstreamCert, upstreamKey, upstreamServerName string
@@ -57,15 +56,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o.Flags.Register(fs, ":9081", ":9080")
 	fs.StringVar(&o.upstream, "upstream", "", "the global server's gRPC address, host:port, or several comma-separated (round robin) (required)")
 	fs.StringVar(&o.mode, "mode", "async", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
-	fs.Float64Var(&o.fraction, "local-fraction", 1.0, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
 	fs.Float64Var(&o.fallbackShare, "fallback-share", 0.5, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
-	fs.DurationVar(&o.flushInterval, "flush-interval", 10*time.Millisecond, "async: how often admitted hits are sent upstream")
-	fs.IntVar(&o.batchSize, "batch-size", 256, "async: send early once this many keys have pending hits")
-	fs.IntVar(&o.maxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded upstream (async, and either mode while the upstream is away); beyond, hits are dropped and counted")
-	fs.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
+	o.tier.Register(fs)
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
 	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
-	fs.IntVar(&o.localKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
 	fs.BoolVar(&o.upstreamTLS, "upstream-tls", false, "TLS to the upstream, verified against the system's roots or -upstream-tls-ca (implied by any -upstream-tls-* flag)")
 	fs.StringVar(&o.upstreamCA, "upstream-tls-ca", "", "PEM CAs that verify the upstream's certificate")
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
@@ -74,7 +68,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
 		return nil, err
 	}
-	errs := []error{o.Flags.Validate()}
+	errs := []error{o.Flags.Validate(), o.tier.Validate()}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
 	}
@@ -84,11 +78,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if _, err := localtier.ParseMode(o.mode); err != nil {
 		errs = append(errs, fmt.Errorf("-mode: %w", err))
 	}
-	if o.fraction <= 0 || o.fraction > 1 || o.fallbackShare <= 0 || o.fallbackShare > 1 {
-		errs = append(errs, errors.New("-local-fraction and -fallback-share must be in (0, 1]"))
+	if o.fallbackShare <= 0 || o.fallbackShare > 1 {
+		errs = append(errs, errors.New("-fallback-share must be in (0, 1]"))
 	}
-	if o.flushInterval <= 0 || o.upstreamTimeout <= 0 || o.retry <= 0 || o.batchSize <= 0 || o.maxPending <= 0 || o.maxPendingBytes <= 0 || o.localKeys <= 0 {
-		errs = append(errs, errors.New("-flush-interval, -upstream-timeout, -upstream-retry, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive"))
+	if o.upstreamTimeout <= 0 || o.retry <= 0 {
+		errs = append(errs, errors.New("-upstream-timeout and -upstream-retry must be positive"))
 	}
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
 		errs = append(errs, errors.New("-upstream-tls-cert and -upstream-tls-key go together"))
@@ -158,11 +152,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	srv, err := rls.NewServer(rls.ServerOptions{
 		Config: o.Config, CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, Logger: log, Registerer: reg,
 		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
-			t, err := localtier.New(localtier.Options{
-				Upstream: rlsv3.NewRateLimitServiceClient(conn), Mode: mode, Fraction: o.fraction, FallbackShare: o.fallbackShare,
-				Timeout: o.upstreamTimeout, RetryInterval: o.retry, FlushInterval: o.flushInterval, BatchSize: o.batchSize,
-				MaxPending: o.maxPending, MaxPendingBytes: o.maxPendingBytes, MaxKeys: o.localKeys, Cache: flags, Logger: log, Registerer: reg,
-			})
+			to := o.tier.Options()
+			to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
+			to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, flags, log, reg
+			t, err := localtier.New(to)
 			tier = t
 			return t, err
 		},
@@ -184,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	err = o.Serve(ctx, log, srv.Service, admin, func(g, h net.Addr) {
 		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.fraction, "config_version", srv.Config().Current().Version())
+			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.tier.Fraction, "config_version", srv.Config().Current().Version())
 	})
 	tier.Close() // flush the hits admitted so far
 	if err != nil {

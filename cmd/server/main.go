@@ -25,6 +25,8 @@ func main() { serve.Main("sluice server", run) }
 // options are the server's flags, validated.
 type options struct {
 	serve.Flags
+	tier          serve.TierFlags
+	redisMode     string
 	redisURL      string
 	redisCluster  string
 	sentinelAddrs string
@@ -58,6 +60,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password for -redis-cluster and Sentinel (a URL carries its own)")
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "use TLS to -redis-cluster and Sentinel masters (rediss:// does it for a URL)")
 	fs.StringVar(&o.redisCA, "redis-tls-ca", "", "PEM file of CAs to verify Redis's certificate (default: system roots)")
+	fs.StringVar(&o.redisMode, "redis-mode", "direct", "direct (Redis decides every request) or cached (each replica admits from local token buckets and records the admitted hits to Redis in batches, every -flush-interval: the sidecar's async tier in process; overshoot bounded as documented in pkg/localtier; while Redis is unavailable it decides at -local-share and records the hits when Redis returns, in place of -failure-mode)")
+	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
 	fs.IntVar(&o.writers, "redis-pipelines", 4, "pipelines in flight at once; concurrent decisions are coalesced into them")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
@@ -77,11 +81,32 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	return o, o.validate()
+	err := o.validate()
+	if o.redisMode == "cached" && isSet(fs, "failure-mode") {
+		err = errors.Join(err, errors.New("-failure-mode does not apply with -redis-mode cached (it decides at -local-share while Redis is unavailable)"))
+	}
+	return o, err
+}
+
+// isSet reports whether the flag name was given (on the command line or
+// from the environment).
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func (o *options) validate() error {
-	errs := []error{o.Flags.Validate()}
+	errs := []error{o.Flags.Validate(), o.tier.Validate()}
+	switch o.redisMode {
+	case "direct":
+	case "cached":
+		if o.redisURL == "" && o.redisCluster == "" && o.sentinelAddrs == "" {
+			errs = append(errs, errors.New("-redis-mode cached needs a Redis (-redis-url, -redis-cluster or -redis-sentinel-addrs)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-redis-mode %q: want direct or cached", o.redisMode))
+	}
 	n := 0
 	for _, s := range []string{o.redisURL, o.redisCluster, o.sentinelAddrs} {
 		if s != "" {

@@ -6,9 +6,13 @@ import (
 	"io"
 	"net"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -47,20 +51,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			storeName = "redis-cluster"
 		}
 	}
+	var tier *localtier.Tier
+	var readiness rls.Readiness
+	if o.redisMode == "cached" {
+		sopts.Tier = func(flags *flagcache.OverLimit, store rlsv3.RateLimitServiceClient) (limiter.Decider, error) {
+			to := o.tier.Options()
+			to.Upstream, to.Mode, to.FallbackShare, to.Cache = store, localtier.Async, o.localShare, flags
+			// The store answers within -store-max-wait (its failure mode
+			// error then); after a failure Redis is probed as the breaker
+			// would.
+			to.Timeout, to.RetryInterval, to.Logger, to.Registerer = o.maxWait, o.breaker.Cooldown, log, reg
+			t, err := localtier.New(to)
+			tier = t
+			return t, err
+		}
+		readiness = func() (string, bool) {
+			if !tier.Healthy() { // ready: it decides locally meanwhile
+				return "redis unavailable (deciding locally at -local-share)", true
+			}
+			return "", true
+		}
+	}
 	if o.recordClients != "" {
 		sopts.RecordAllowed = serve.PeerNamed(flagenv.List(o.recordClients))
 	}
 	srv, err := rls.NewServer(sopts)
 	if err != nil {
+		if tier != nil {
+			tier.Close()
+		}
 		return err
 	}
 	// Closed after the in-flight requests have finished (serve.Run returns
-	// then): the Redis writers last as long as anything may use them.
+	// then): the Redis writers last as long as anything may use them, the
+	// tier's last flush included.
 	defer srv.Close()
-	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, nil), func(g, h net.Addr) {
+	if tier != nil {
+		defer tier.Close()
+	}
+	failure := mode.String()
+	if tier != nil {
+		failure = "local (cached)"
+	}
+	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, readiness), func(g, h net.Addr) {
 		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"store", storeName, "failure_mode", mode.String(), "config", o.Config, "config_version", srv.Config().Current().Version())
+			"store", storeName, "redis_mode", o.redisMode, "failure_mode", failure, "config", o.Config, "config_version", srv.Config().Current().Version())
 	})
+	if tier != nil {
+		tier.Close() // record the hits admitted so far
+	}
 	if err != nil {
 		return err
 	}

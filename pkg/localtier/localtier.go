@@ -1,6 +1,8 @@
-// Package localtier is the sidecar's decision logic (cmd/localfilter): a
-// limiter.Decider that answers from memory first and leaves the precise limit to
-// an upstream sluice server.
+// Package localtier is the sidecar's decision logic (cmd/localfilter), and
+// the server's in cached Redis mode: a limiter.Decider that answers from
+// memory first and leaves the precise limit to an upstream sluice server
+// (for the cached server, its own Redis store called in process:
+// rls.InProcess).
 //
 // For each request, after limiter.Service's flag cache ("already over limit
 // until T", the same pkg/flagcache the server uses), which async flush answers and

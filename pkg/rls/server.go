@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -35,6 +36,13 @@ type ServerOptions struct {
 	// uses (nil when the cache is off): the sidecar's local tier. Otherwise
 	// a store decides: Redis when set, else the in-memory store.
 	Decider func(cache *flagcache.OverLimit) (limiter.Decider, error)
+	// Tier, if set, builds a decider in front of the store (Redis or the
+	// in-memory store, as below) from the flag cache and the store served
+	// in process (InProcess): the server's cached Redis mode, where the
+	// sidecar's local tier answers and records to the store in batches. The
+	// store then answers with its failure mode error, so that the tier
+	// knows what it did not record. Not with Decider.
+	Tier func(cache *flagcache.OverLimit, store rlsv3.RateLimitServiceClient) (limiter.Decider, error)
 	// Redis, if set, counts limits in Redis (*redis.Client, Sentinel's
 	// failover client, or with Cluster a *redis.ClusterClient), through a
 	// StoreDecider with the failure mode, breaker and shedding below. The
@@ -92,6 +100,12 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if o.Config == "" {
 		return nil, errors.New("rls: ServerOptions.Config is required")
 	}
+	if o.Decider != nil && o.Tier != nil {
+		return nil, errors.New("rls: ServerOptions.Decider and Tier are exclusive")
+	}
+	if o.Tier != nil {
+		o.FailureMode = limiter.FailError // see Tier
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,6 +145,20 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	decider, err := s.decider(o, metrics)
 	if err != nil {
 		return nil, err
+	}
+	if o.Tier != nil {
+		// The store as a service of its own: no flag cache (the tier's
+		// answers fill the front's) and no request metrics (the front
+		// counts each request once; the store's own metrics are kept).
+		store, err := limiter.New(limiter.Options{
+			Config: s.config.Current, Decider: decider, KeyPrefix: o.KeyPrefix, Logger: o.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if decider, err = o.Tier(s.flags, InProcess(NewService(store))); err != nil {
+			return nil, err
+		}
 	}
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,

@@ -1,0 +1,51 @@
+package serve
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/localtier"
+)
+
+// TierFlags are the local tier's settings (pkg/localtier) under the same
+// names in both daemons: the sidecar's, and the server's in cached Redis
+// mode.
+type TierFlags struct {
+	Fraction        float64
+	FlushInterval   time.Duration
+	BatchSize       int
+	MaxPending      int
+	MaxPendingBytes int64
+	MaxKeys         int
+}
+
+// Register adds the flags to fs.
+func (f *TierFlags) Register(fs *flag.FlagSet) {
+	fs.Float64Var(&f.Fraction, "local-fraction", 1.0, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
+	fs.DurationVar(&f.FlushInterval, "flush-interval", 10*time.Millisecond, "batched hits (localfilter -mode async, server -redis-mode cached): how often admitted hits are recorded in the global limit")
+	fs.IntVar(&f.BatchSize, "batch-size", 256, "batched hits: record early once this many keys have hits pending")
+	fs.IntVar(&f.MaxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded in the global limit (batched, and while it is unavailable); beyond, hits are dropped and counted")
+	fs.Int64Var(&f.MaxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
+	fs.IntVar(&f.MaxKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
+}
+
+// Validate reports what is wrong with the flags.
+func (f *TierFlags) Validate() error {
+	var errs []error
+	if !(f.Fraction > 0 && f.Fraction <= 1) {
+		errs = append(errs, errors.New("-local-fraction must be in (0, 1]"))
+	}
+	if f.FlushInterval <= 0 || f.BatchSize <= 0 || f.MaxPending <= 0 || f.MaxPendingBytes <= 0 || f.MaxKeys <= 0 {
+		errs = append(errs, errors.New("-flush-interval, -batch-size, -max-pending, -max-pending-bytes and -local-max-keys must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Options are the tier's options the flags set.
+func (f *TierFlags) Options() localtier.Options {
+	return localtier.Options{
+		Fraction: f.Fraction, FlushInterval: f.FlushInterval, BatchSize: f.BatchSize,
+		MaxPending: f.MaxPending, MaxPendingBytes: f.MaxPendingBytes, MaxKeys: f.MaxKeys,
+	}
+}
