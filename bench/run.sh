@@ -21,7 +21,10 @@
 #   -c  concurrencies
 #   -n  rounds
 #   -s  scenarios, space-separated (default: all that can run):
-#       noop memory redis hot flood cached sidecar ref ref-window
+#       noop memory redis zipf hot flood cached sidecar ref ref-window
+#       (zipf: 10k keys drawn with zipf s = 1.1, on Redis and, with -R, on
+#       the reference; cached: the server's cached Redis mode, uniform and
+#       zipf keys)
 #   -o  output directory
 #   -r  also build git revision REV and measure its server and sidecar in
 #       the same rounds (before and after a change)
@@ -61,7 +64,7 @@ while getopts "d:c:n:s:o:r:R:" opt; do
   esac
 done
 if [ -z "$scenarios" ]; then
-  scenarios="noop memory redis hot flood cached sidecar"
+  scenarios="noop memory redis zipf hot flood cached sidecar"
   [ -n "$reference" ] && scenarios+=" ref ref-window"
 fi
 want() { [[ " $scenarios " == *" $1 "* ]]; }
@@ -150,11 +153,12 @@ for round in $(seq "$rounds"); do
       points "sluice, in memory, 10k keys$tag" 18081 "$server" -descriptors "client=m$k.%d" -keys 10000
       stop "$server"
     fi
-    if want redis || want hot || want flood || want sidecar; then
+    if want redis || want zipf || want hot || want flood || want sidecar; then
       serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms
       wait_port 18081
       metrics=(-metrics-url http://127.0.0.1:18080/metrics)
       want redis && points "sluice + Redis, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=r$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}"
+      want zipf && points "sluice + Redis, 10k keys zipf$tag" 18081 "$server,$redis" -descriptors "client=z$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}"
       want hot && points "sluice + Redis, one hot key$tag" 18081 "$server,$redis" -descriptors "hot=h$k" -keys 1 "${redisflags[@]}" "${metrics[@]}"
       want flood && points "sluice + Redis, over-limit flood$tag" 18081 "$server,$redis" -descriptors "flood=f$k" -keys 1 "${redisflags[@]}" "${metrics[@]}"
       if want sidecar; then
@@ -169,10 +173,12 @@ for round in $(seq "$rounds"); do
       fi
       stop "$server"
     fi
-    if want cached && "$dir/server" -help 2>&1 | grep -q -- '-redis-mode'; then
+    # (Its -help exits 2: read it whole, not through a pipe pipefail sees.)
+    if want cached && [[ $("$dir/server" -help 2>&1 || true) == *-redis-mode* ]]; then
       serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-mode cached
       wait_port 18081
       points "sluice + Redis cached, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=a$k.%d" -keys 10000 "${redisflags[@]}" -metrics-url http://127.0.0.1:18080/metrics
+      points "sluice + Redis cached, 10k keys zipf$tag" 18081 "$server,$redis" -descriptors "client=b$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" -metrics-url http://127.0.0.1:18080/metrics
       stop "$server"
     fi
   done
@@ -190,6 +196,9 @@ for round in $(seq "$rounds"); do
     serve ref env "${env[@]}" "$reference"
     wait_port 18081
     points "$name, 10k keys" 18081 "$ref,$redis" -descriptors "client=e$variant$round.%d" -keys 10000 "${redisflags[@]}"
+    if want zipf || want cached; then
+      points "$name, 10k keys zipf" 18081 "$ref,$redis" -descriptors "client=y$variant$round.%d" -keys 10000 -dist zipf "${redisflags[@]}"
+    fi
     points "$name, over-limit flood" 18081 "$ref,$redis" -descriptors "flood=e$variant$round" -keys 1 "${redisflags[@]}"
     stop "$ref"
   done

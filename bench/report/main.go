@@ -30,7 +30,7 @@ func main() {
 	md := flag.String("md", "", "write the Markdown table here")
 	svg := flag.String("svg", "", "write the SVG plot here")
 	ceiling := flag.String("ceiling", "do-nothing handler", "label of the configuration the others are compared with")
-	reference := flag.String("reference", "", "label of a second configuration to compare with (envoyproxy/ratelimit)")
+	reference := flag.String("reference", "", "label of a second configuration to compare with (envoyproxy/ratelimit); a row is compared with the reference's row of its workload (the label's last comma-separated part) where there is one")
 	flag.Parse()
 	if err := run(*in, *md, *svg, *ceiling, *reference); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -202,6 +202,34 @@ func median(rounds []row) row {
 	return m
 }
 
+// referenceFor is the reference row a row of label is compared with: the
+// reference's row of the same workload, the label's last comma-separated
+// part ("…, 10k keys zipf" with "envoyproxy/ratelimit + Redis, 10k keys
+// zipf"), else the reference's own row.
+func referenceFor(rows []row, reference, label string, c int) (row, bool) {
+	usable := func(name string) (row, bool) {
+		r, _, ok := find(rows, name, c)
+		return r, ok && r.DecidedRPS > 0 && !r.Failed()
+	}
+	if reference == "" {
+		return row{}, false
+	}
+	if i := strings.LastIndex(label, ", "); i >= 0 {
+		workload := label[i+2:]
+		if j := strings.Index(workload, " ("); j >= 0 { // a revision's tag
+			workload = workload[:j]
+		}
+		prefix := reference
+		if k := strings.LastIndex(reference, ", "); k >= 0 {
+			prefix = reference[:k]
+		}
+		if r, ok := usable(prefix + ", " + workload); ok {
+			return r, true
+		}
+	}
+	return usable(reference)
+}
+
 // markdown writes the main table at the highest concurrency, compared with
 // the ceiling (and the reference) there, then throughput and p99 at every
 // concurrency.
@@ -209,9 +237,7 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 	cs := concurrencies(rows)
 	top := cs[len(cs)-1]
 	base, _, haveBase := find(rows, ceiling, top)
-	ref, _, haveRef := find(rows, reference, top)
 	haveBase = haveBase && base.DecidedRPS > 0 && !base.Failed()
-	haveRef = haveRef && ref.DecidedRPS > 0 && !ref.Failed()
 	var b strings.Builder
 	fmt.Fprintf(&b, "At %d concurrent callers, medians over the rounds:\n\n", top)
 	b.WriteString("| configuration | decided req/s | each round | % of ceiling | × reference | p50 µs | p99 µs | p99 / ceiling's | p99 / reference's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
@@ -239,7 +265,7 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 			pct = fmt.Sprintf("%.0f%%", 100*r.DecidedRPS/base.DecidedRPS)
 			p99x = fmt.Sprintf("%.2f", r.Latency.P99/base.Latency.P99)
 		}
-		if haveRef {
+		if ref, ok := referenceFor(rows, reference, l, top); ok {
 			times = fmt.Sprintf("%.2f", r.DecidedRPS/ref.DecidedRPS)
 			p99r = fmt.Sprintf("%.2f", r.Latency.P99/ref.Latency.P99)
 		}

@@ -21,6 +21,9 @@ func TestReport(t *testing.T) {
 		`{"label":"reference","concurrency":64,"decided_rps":12000,"ok":5,"latency_us":{"p50":3000,"p99":20000,"p99_9":30000},"cpu_us_per_req":[40,10]}`,
 		`{"label":"reference","concurrency":64,"decided_rps":8000,"ok":5,"latency_us":{"p50":4000,"p99":30000,"p99_9":40000},"cpu_us_per_req":[50,12]}`,
 		`{"label":"reference","concurrency":64,"decided_rps":10000,"ok":5,"latency_us":{"p50":3500,"p99":18000,"p99_9":50000},"cpu_us_per_req":[45,11]}`,
+		// Compared with the reference's row of the same workload.
+		`{"label":"server, zipf","concurrency":64,"decided_rps":9000,"ok":5,"latency_us":{"p99":1000}}`,
+		`{"label":"reference, zipf","concurrency":64,"decided_rps":3000,"ok":5,"latency_us":{"p99":4000}}`,
 		// A failed round fails the point.
 		`{"label":"flaky","concurrency":64,"decided_rps":30000,"ok":5,"latency_us":{"p99":100}}`,
 		`{"label":"flaky","concurrency":64,"decided_rps":20000,"ok":5,"errors":2,"errors_by_code":{"Unavailable":2},"latency_us":{"p99":100}}`,
@@ -37,6 +40,7 @@ func TestReport(t *testing.T) {
 		"| server + Redis | 24000 | 24000 | 80% | 2.40 | 2000 | 9000 | 1.50 | 0.45 | 12000 | 10 | 0 | 0 | 0.1667 | 0.2000 | 4.000 | 20.5 + 15.2 |",
 		"| reference | 10000 | 12000 / 8000 / 10000 | 33% | 1.00 | 3500 | 20000 | 3.33 | 1.00 | 40000 | 15 | 0 | 0 | – | – | – | 45.0 + 11.0 |",
 		"| flaky | **failed run** (Unavailable=2) | 30000 / failed |",
+		"| server, zipf | 9000 | 9000 | 30% | 3.00 | 0 | 1000 | 0.17 | 0.25 |",
 		"| do-nothing handler | 5000 / 400 | 30000 / 6000 |",
 		"| with errors | failed: 30 errors | 9000 / 200 |",
 	} {
@@ -45,8 +49,8 @@ func TestReport(t *testing.T) {
 		}
 	}
 	plot, _ := os.ReadFile(svg)
-	if n := strings.Count(string(plot), "<polyline"); n != 8 {
-		t.Errorf("the plot has %d lines; want 4 configurations (not the failed one) × 2 panels", n)
+	if n := strings.Count(string(plot), "<polyline"); n != 12 {
+		t.Errorf("the plot has %d lines; want 6 configurations (not the failed one) × 2 panels", n)
 	}
 	// The failed run is not a point: "with errors" is drawn at 64 callers only.
 	for _, l := range strings.Split(string(plot), "\n") {
