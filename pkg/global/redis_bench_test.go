@@ -68,33 +68,38 @@ func BenchmarkRedisDecide(b *testing.B) {
 	}
 }
 
-// BenchmarkDecideScript is the decide script alone, one request of one
-// item after another, per algorithm: what Redis spends on a call
-// (redis-µs/call, INFO commandstats) is the cost of the script itself,
-// whatever the machine does to the client meanwhile.
+// BenchmarkDecideScript is the decide script alone, one request after
+// another, of one item or of 16 on distinct keys, per algorithm: what Redis
+// spends on a call (redis-µs/item, INFO commandstats, over the items) is
+// the cost of the script itself, whatever the machine does to the client
+// meanwhile.
 func BenchmarkDecideScript(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, kind := range algorithm.Kinds() {
-		b.Run("kind="+kind.String(), func(b *testing.B) {
-			rs, client := benchStore(b, srv.Client(b))
-			p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
-			prefix := redistest.Prefix(b)
-			keys := make([]string, 100)
-			for i := range keys {
-				keys[i] = Key(prefix, fmt.Sprint(i))
-			}
-			items, out := make([]Item, 1), make([]Result, 1)
-			client.ConfigResetStat(context.Background())
-			b.ResetTimer()
-			for i := range b.N {
-				items[0] = Item{Key: keys[i%len(keys)], Params: p, Cost: 1}
-				if err := rs.Decide(context.Background(), items, out); err != nil {
-					b.Fatal(err)
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("kind=%s/items=%d", kind, n), func(b *testing.B) {
+				rs, client := benchStore(b, srv.Client(b))
+				p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
+				prefix := redistest.Prefix(b)
+				keys := make([]string, 160)
+				for i := range keys {
+					keys[i] = Key(prefix, fmt.Sprint(i))
 				}
-			}
-			b.StopTimer()
-			b.ReportMetric(scriptUsec(b, client)/float64(b.N), "redis-µs/call")
-		})
+				items, out := make([]Item, n), make([]Result, n)
+				client.ConfigResetStat(context.Background())
+				b.ResetTimer()
+				for i := range b.N {
+					for j := range items {
+						items[j] = Item{Key: keys[(i*n+j)%len(keys)], Params: p, Cost: 1}
+					}
+					if err := rs.Decide(context.Background(), items, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(scriptUsec(b, client)/float64(b.N*n), "redis-µs/item")
+			})
+		}
 	}
 }
 

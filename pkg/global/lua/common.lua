@@ -68,14 +68,18 @@ local function prefetch(keys)
   end
 end
 
--- encode is a string state as stored: its fields, in order.
+-- encode is a string state as stored: its fields, in order (one
+-- string.format: the states have one to three fields).
+local FORMATS = { '%.17g', '%.17g %.17g', '%.17g %.17g %.17g' }
+
 local function encode(a, st)
-  local parts = {}
-  for i = 1, #a.fields do parts[i] = num(st[a.fields[i]]) end
-  return table.concat(parts, ' ')
+  local f = a.fields
+  return string.format(FORMATS[#f], st[f[1]], st[f[2]], st[f[3]]) -- st[nil] is nil: ignored
 end
 
-local function load_state(item)
+-- load_state reads item's state; a string state is read into st when
+-- given (a table to reuse), else into a new table.
+local function load_state(item, st)
   local a = algorithm_of(item.kind)
   if a.load then return a.load(item) end
   local v = values[item.key]
@@ -83,12 +87,17 @@ local function load_state(item)
     v = redis.call('GET', item.key) or false
     values[item.key] = v
   end
-  local st = { exists = false, f = 0, t = 0, a = 0, b = 0 }
+  if st then
+    st.exists, st.f, st.t, st.a, st.b = false, 0, 0, 0, 0
+  else
+    st = { exists = false, f = 0, t = 0, a = 0, b = 0 }
+  end
   if not v then return st end
-  local fields, i = a.fields, 1
-  for word in string.gmatch(v, '%S+') do
-    st[fields[i]] = tonumber(word)
-    i = i + 1
+  local fields, at = a.fields, 1
+  for i = 1, #fields do -- fields are separated by one space
+    local sp = string.find(v, ' ', at, true) or #v + 1
+    st[fields[i]] = tonumber(string.sub(v, at, sp - 1))
+    at = sp + 1
   end
   st.exists = true
   return st
@@ -104,7 +113,7 @@ local function store_state(item, st, reset)
   local a = algorithm_of(item.kind)
   if a.store then return a.store(item, st, ttl) end
   local v = encode(a, st)
-  redis.call('SET', item.key, v, 'PX', ttl)
+  redis.call('PSETEX', item.key, ttl, v)
   values[item.key] = v
 end
 
