@@ -52,7 +52,8 @@
 //
 // # Upstream failures
 //
-// Upstream calls are bounded by Timeout. After a failed call the sidecar
+// Upstream calls are bounded by Timeout, flush calls by at least 1 s. After
+// a failed call the sidecar
 // decides locally at FallbackShare of its local share (buckets are capped to
 // it, so a sidecar cannot spend a full local share while nobody counts it
 // globally), marks those answers degraded (never cached as flags), and
@@ -65,7 +66,9 @@
 // key into a debt nobody ran up (see worth). A sync
 // call that timed out may still have been counted upstream (a slow server
 // acts on it later) and is then decided again by the fallback: an outage
-// can over-count one request per timed-out call, never under-count.
+// can over-count one request per timed-out call, never under-count. So can
+// a flush call that timed out, by the hits it carried, which are sent
+// again; its longer bound keeps that to an upstream stalled past a second.
 //
 // It depends on pkg/rls (the Decider contract and the sidecar metadata),
 // pkg/localbucket, pkg/flagcache and the Envoy protos; not on a store.
@@ -141,7 +144,9 @@ type Options struct {
 	// FallbackShare of the local share allowed while the upstream is
 	// unavailable, in (0, 1]. Default 0.5.
 	FallbackShare float64
-	// Timeout bounds each upstream call. Default 20ms.
+	// Timeout bounds each upstream call, and each flush call at no less
+	// than 1 s (a flush that times out is sent again, and may have been
+	// counted). Default 20ms.
 	Timeout time.Duration
 	// RetryInterval is how long after a failed call the upstream is tried
 	// again. Default 1s.

@@ -22,6 +22,9 @@ import (
 // locally when the upstream does not answer in time.
 const localAnswerTime = 2 * time.Millisecond
 
+// recordTimeout is the least a record call (an async flush) may wait.
+const recordTimeout = time.Second
+
 // call asks the upstream, marking the call with the sidecar metadata kind,
 // and returns the answer and its response metadata. The call is bounded by
 // Timeout and, if ctx has a deadline (Envoy's filter timeout), ends a
@@ -29,6 +32,13 @@ const localAnswerTime = 2 * time.Millisecond
 // locally.
 func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind string) (*rlsv3.RateLimitResponse, metadata.MD, error) {
 	timeout := t.opts.Timeout
+	if kind == rls.SidecarRecord {
+		// Nobody waits on a record call, and one that times out is sent
+		// again although the upstream may have counted it: the wait is
+		// long enough for a busy upstream, which answers within its own
+		// bound (its store's -store-max-wait, 1 s by default).
+		timeout = max(timeout, recordTimeout)
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		left := time.Until(deadline)
 		timeout = min(timeout, left-min(left/10, localAnswerTime))
