@@ -44,7 +44,7 @@ func listPackages(t *testing.T) map[string]pkgInfo {
 }
 
 // core is what decides without a wire or a store.
-var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket"}
+var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share"}
 
 // forbiddenInCore: no gRPC, no protobuf, no Envoy messages, no Redis
 // client, transitively.
@@ -94,13 +94,14 @@ var allowed = map[string][]string{
 	"pkg/breaker":     {},
 	"pkg/localbucket": {},
 	"pkg/flagcache":   {},
+	"pkg/share":       {},
 	"pkg/wire":        {},
 	"pkg/retry":       {},
 	"pkg/config":      {"pkg/algorithm"},
 	"pkg/reload":      {"pkg/config", "pkg/algorithm"},
 	"pkg/global":      {"pkg/algorithm"},
-	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker"},
-	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/wire"},
+	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share"},
+	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/wire"},
 	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls"},
 	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }

@@ -70,6 +70,10 @@ type Status struct {
 	// Overridden: Limit is Envoy's per-request override, made for this
 	// request, not one of Answer.Config's.
 	Overridden bool
+	// Allowance, for hits a sidecar recorded with its demand
+	// (DecideOptions.Demand), is the units it may admit for the key until
+	// it reports again (pkg/share), or -1: none, decide as usual.
+	Allowance float64
 }
 
 // Header is one response header for the client.

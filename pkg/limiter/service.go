@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 // Decider decides all the limits of one request at once.
@@ -94,6 +95,9 @@ type Options struct {
 	LegacyHeaders bool
 	// Logger gets one line per rejection, rate-limited. Default: discard.
 	Logger *slog.Logger
+	// Shares, if set, hands sidecars their allowances on tight keys
+	// (DecideOptions.Demand). Unset, every allowance is -1: none.
+	Shares *share.Tracker
 	// Metrics, if set, counts decisions.
 	Metrics *Metrics
 	// Now is the clock for the flag cache. Default time.Now.
@@ -126,6 +130,9 @@ type DecideOptions struct {
 	// headers and, on a 429, the problem body. A sidecar needs codes and
 	// times only.
 	Content bool
+	// Demand, with Record, is the sidecar's demand per descriptor: each
+	// status then carries its allowance (Status.Allowance).
+	Demand *Demand
 }
 
 // Service is sluice's decision core. It is safe for concurrent use.
@@ -216,6 +223,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 		s.flag(cfg, &d.store, now)
 	}
 	s.answer(d, o.Content)
+	if o.Record && o.Demand != nil {
+		s.allot(d, o.Demand)
+	}
 	s.observe(d)
 	return d, nil
 }

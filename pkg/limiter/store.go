@@ -246,8 +246,8 @@ func (d *StoreDecider) shed(ctx context.Context, b *Batch) error {
 func (d *StoreDecider) decideLocally(ctx context.Context, b *Batch) error {
 	local := make([]algorithm.Item, len(b.Items))
 	for i, it := range b.Items {
-		it.Params.Limit = share(it.Params.Limit, d.opts.LocalShare)
-		it.Params.Burst = share(it.Params.Burst, d.opts.LocalShare)
+		it.Params.Limit = scaled(it.Params.Limit, d.opts.LocalShare)
+		it.Params.Burst = scaled(it.Params.Burst, d.opts.LocalShare)
 		local[i] = it
 	}
 	return d.opts.Fallback.Decide(ctx, local, b.Results)
@@ -279,7 +279,7 @@ func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 	return fmt.Errorf("%w: %v", ErrUnavailable, cause)
 }
 
-// share is n scaled down to a share, at least 1.
-func share(n int64, s float64) int64 {
+// scaled is n scaled down to a share, at least 1.
+func scaled(n int64, s float64) int64 {
 	return max(1, int64(math.Floor(float64(n)*s)))
 }

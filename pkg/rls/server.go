@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/reload"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 // ServerOptions assemble a whole rate limit service: the server's, the
@@ -160,9 +161,16 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	// A store's server hands async sidecars their allowances.
+	var shares *share.Tracker
+	if o.Decider == nil && o.Tier == nil {
+		if shares, err = share.New(share.Options{}); err != nil {
+			return nil, err
+		}
+	}
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
-		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed,
+		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed, Shares: shares,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService on the
@@ -49,6 +52,17 @@ const (
 	// per descriptor, in order, the path of the configured limit it matched
 	// ("" for none): limiter.DecideOptions.Paths.
 	LimitPathKey = "x-sluice-limit-path-bin"
+	// SidecarIDKey, IntervalKey and DemandKey are request metadata an async
+	// sidecar sends with recorded hits (pkg/share): its name, how often it
+	// reports (µs), and per descriptor, in order, the units it was asked
+	// for per second since it last reported the key, comma-separated.
+	SidecarIDKey = "x-sluice-sidecar-id"
+	IntervalKey  = "x-sluice-flush-interval-us"
+	DemandKey    = "x-sluice-demand"
+	// AllowanceKey is the response header metadata answering them: per
+	// descriptor, the units the sidecar may admit for the key until it
+	// reports again, or -1 for no allowance (decide as usual).
+	AllowanceKey = "x-sluice-allowance"
 	// RetryAfterKey is the response header metadata answering a sidecar:
 	// per descriptor, the µs until a retry can succeed (0 when admitted or
 	// unlimited), comma-separated, so its flag cache can hold each key for
@@ -65,13 +79,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	o := limiter.DecideOptions{Record: sidecar == SidecarRecord, Content: sidecar == ""}
 	if o.Record {
 		o.Paths = metadata.ValueFromIncomingContext(ctx, LimitPathKey)
+		o.Demand = demandOf(ctx, len(req.GetDescriptors()))
 	}
 	a, err := s.core.Decide(ctx, view{req}, o)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	if sidecar != "" {
-		grpc.SetHeader(ctx, metadata.Pairs(RetryAfterKey, retryList(a)))
+		md := metadata.Pairs(RetryAfterKey, retryList(a))
+		if o.Demand != nil {
+			md.Append(AllowanceKey, allowanceList(a))
+		}
+		grpc.SetHeader(ctx, md)
 	}
 	return s.reply(a), nil
 }
@@ -86,6 +105,48 @@ func sidecarMode(ctx context.Context) string {
 	default:
 		return SidecarSync
 	}
+}
+
+// demandOf reads a sidecar's demand report from ctx's metadata, for n
+// descriptors; nil when there is none or it does not parse, or breaks the
+// bounds (the hits are recorded all the same, without allowances).
+func demandOf(ctx context.Context, n int) *limiter.Demand {
+	id := metadata.ValueFromIncomingContext(ctx, SidecarIDKey)
+	iv := metadata.ValueFromIncomingContext(ctx, IntervalKey)
+	rates := metadata.ValueFromIncomingContext(ctx, DemandKey)
+	if len(id) != 1 || len(iv) != 1 || len(rates) != 1 || n == 0 || len(rates[0]) > n*maxRateText {
+		return nil
+	}
+	us, err := strconv.ParseInt(iv[0], 10, 64)
+	if err != nil || us <= 0 || us > share.MaxInterval.Microseconds() {
+		return nil
+	}
+	d := &limiter.Demand{Sidecar: id[0], Interval: time.Duration(us) * time.Microsecond, Rates: make([]float64, 0, n)}
+	for f := range strings.SplitSeq(rates[0], ",") {
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || len(d.Rates) == n {
+			return nil
+		}
+		d.Rates = append(d.Rates, r)
+	}
+	if len(d.Rates) != n || !(share.Report{Sidecar: d.Sidecar, Interval: d.Interval}).Valid() {
+		return nil
+	}
+	return d
+}
+
+// maxRateText bounds one rate's text in DemandKey.
+const maxRateText = 32
+
+func allowanceList(a *limiter.Answer) string {
+	var b []byte
+	for i := range a.Statuses {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, a.Statuses[i].Allowance, 'f', -1, 64)
+	}
+	return string(b)
 }
 
 func retryList(a *limiter.Answer) string {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 // TestSidecarRecord: hits a sidecar already admitted are recorded in full,
@@ -44,5 +45,51 @@ func TestSidecarRecord(t *testing.T) {
 	md = nil
 	if _, err := h.client.ShouldRateLimit(context.Background(), req, grpc.Header(&md)); err != nil || len(md.Get(RetryAfterKey)) != 0 {
 		t.Fatalf("plain call: %v, metadata %v; want none", err, md)
+	}
+}
+
+// TestSidecarAllowance: a sidecar's demand report with its recorded hits
+// is answered per descriptor with an allowance on a tight key, none (-1)
+// elsewhere; a report that does not parse records the hits all the same,
+// without allowances.
+func TestSidecarAllowance(t *testing.T) {
+	tr, err := share.New(share.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, limiter.Options{Shares: tr})
+	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 2, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("remote_address", "tight"), desc("nothing", "x"),
+	}}
+	call := func(kv ...string) []string {
+		t.Helper()
+		ctx := metadata.AppendToOutgoingContext(context.Background(), append([]string{SidecarKey, SidecarRecord}, kv...)...)
+		var md metadata.MD
+		if _, err := h.client.ShouldRateLimit(ctx, req, grpc.Header(&md)); err != nil {
+			t.Fatal(err)
+		}
+		return md.Get(AllowanceKey)
+	}
+	report := []string{SidecarIDKey, "sidecar-a", IntervalKey, "10000", DemandKey, "1000,5"}
+	// The limit of 3 has 1 left after the 2 hits; the sidecar asks for
+	// 1,000 a second: tight, and alone on the key it gets all that is left.
+	if got := call(report...); len(got) != 1 || got[0] != "1,-1" {
+		t.Fatalf("%s = %q; want 1,-1", AllowanceKey, got)
+	}
+	for _, bad := range [][]string{
+		{SidecarIDKey, "sidecar-a", IntervalKey, "10000", DemandKey, "1000"},       // one rate for two descriptors
+		{SidecarIDKey, "sidecar-a", IntervalKey, "0", DemandKey, "1000,5"},         // no interval
+		{SidecarIDKey, "sidecar-a", IntervalKey, "10000", DemandKey, "1000,x"},     // not a number
+		{IntervalKey, "10000", DemandKey, "1000,5"},                                // no name
+		{SidecarIDKey, "sidecar-a", IntervalKey, "10000", DemandKey, "1000,5,1,1"}, // too many
+	} {
+		if got := call(bad...); len(got) != 0 {
+			t.Errorf("report %q: allowances %q; want none", bad, got)
+		}
+	}
+	// Every record counted, with a report or without: 2 + 5 × 2 hits.
+	plain := h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: req.Descriptors[:1]})
+	if codesOf(plain) != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("after the records: %s; want OVER_LIMIT", codesOf(plain))
 	}
 }

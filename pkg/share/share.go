@@ -71,7 +71,7 @@ const (
 
 // Report is one sidecar's report for one key.
 //
-// A plain value, safe to copy.
+// A plain value, safe to copy and to share between goroutines.
 type Report struct {
 	// Sidecar names the sidecar, the same in every report it makes.
 	Sidecar string
@@ -106,7 +106,8 @@ func Allot(pool, mine, total, interval, u float64) float64 {
 	return whole
 }
 
-// Options bound a Tracker. Zero values take the defaults given.
+// Options bound a Tracker. Zero values take the defaults given. A plain
+// value, safe to share between goroutines.
 type Options struct {
 	// MaxKeys is how many keys the tracker remembers (least recently
 	// reported dropped first). Default 100,000.

@@ -1,0 +1,36 @@
+package limiter
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/share"
+)
+
+// Demand is what a sidecar reports with the hits it records: per
+// descriptor, the units it was asked for per second since it last reported
+// the key (pkg/share). The core answers each with Status.Allowance.
+//
+// A plain value; Rates is read only.
+type Demand struct {
+	Sidecar  string
+	Interval time.Duration
+	Rates    []float64
+}
+
+// allot gives each status of a recorded request its allowance
+// (Status.Allowance): the sidecar's share of what its limit has left
+// after the hits, on a tight key; -1 elsewhere.
+func (s *Service) allot(d *decision, demand *Demand) {
+	a := &d.answer
+	now := s.opts.Now()
+	for i := range a.Statuses {
+		st := &a.Statuses[i]
+		st.Allowance = -1
+		j := d.itemOf[i]
+		if j < 0 || s.opts.Shares == nil || len(demand.Rates) != len(a.Statuses) || d.batch.Items[j].Shadow {
+			continue
+		}
+		r := share.Report{Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
+		st.Allowance = s.opts.Shares.Allot(d.batch.Items[j].Key, r, float64(d.batch.Results[j].Remaining), now)
+	}
+}
