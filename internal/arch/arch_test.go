@@ -102,7 +102,7 @@ var allowed = map[string][]string{
 	"pkg/global":      {"pkg/algorithm"},
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share"},
 	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/wire"},
-	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls"},
+	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share"},
 	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }
 

@@ -3,6 +3,7 @@ package localtier
 import (
 	"context"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 const (
@@ -29,16 +31,20 @@ const (
 	flushParallel = 4
 )
 
-// record adds an admitted request's hits to the pending aggregate (async
-// mode, and either mode while the upstream is away) and wakes the flusher
-// once BatchSize keys are pending.
-func (t *Tier) record(b *limiter.Batch, now time.Time) {
+// record adds a request's hits, if it was admitted, and its demand to the
+// pending aggregate (async mode, and either mode while the upstream is
+// away) and wakes the flusher once BatchSize keys are pending.
+func (t *Tier) record(b *limiter.Batch, now time.Time, admitted bool) {
 	at := now.Sub(t.base).Nanoseconds()
 	for i, it := range b.Items {
 		if it.Cost <= 0 {
 			continue
 		}
-		t.pend(it.Key, uint64(it.Cost), at, at, func() hits {
+		n := uint64(0)
+		if admitted {
+			n = uint64(it.Cost)
+		}
+		t.pend(it.Key, n, uint64(it.Cost), at, at, func() hits {
 			req, d := b.Request, b.Descriptors[i]
 			h := hits{domain: b.Request.Domain(), path: b.Paths[b.Descriptors[i]], memory: 1000 * algorithm.Remembers(it.Params)}
 			h.override, h.overridden = req.Override(d)
@@ -71,9 +77,10 @@ func (t *Tier) worth(h hits, now time.Time) uint64 {
 	return uint64(math.Ceil(float64(h.n) * kept))
 }
 
-// pend adds n hits to key's pending ones; describe builds a new key's.
-func (t *Tier) pend(key string, n uint64, first, last int64, describe func() hits) {
-	keys, ok := t.pending.add(key, n, first, last, describe)
+// pend adds n hits, of asked units, to key's pending ones; describe
+// builds a new key's.
+func (t *Tier) pend(key string, n, asked uint64, first, last int64, describe func() hits) {
+	keys, ok := t.pending.add(key, n, asked, first, last, describe)
 	if !ok {
 		t.m.dropped.Add(float64(n))
 		return
@@ -121,6 +128,7 @@ func (t *Tier) flush(buf []entry) []entry {
 	if !ok {
 		return buf
 	}
+	t.allow.prune(time.Since(t.base).Nanoseconds())
 	buf = t.pending.drain(buf)
 	if len(buf) == 0 {
 		if probe {
@@ -212,7 +220,9 @@ func (t *Tier) send(c []entry) error {
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
 	paths := make([]string, 0, len(c))
 	keys := make([]string, 0, len(c))
+	rates := make([]byte, 0, 8*len(c))
 	now := t.opts.Now()
+	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {
 		n := t.worth(e.hits, now)
 		if n < e.n {
@@ -222,7 +232,13 @@ func (t *Tier) send(c []entry) error {
 			t.m.dropped.Add(float64(n - limiter.MaxCost))
 			n = limiter.MaxCost
 		}
-		if n > 0 {
+		// Sent with hits to record, or demand to report.
+		if n > 0 || e.asked > 0 {
+			if len(descs) > 0 {
+				rates = append(rates, ',')
+			}
+			rate := float64(e.asked) / (float64(t.allow.since(e.key, at, interval)) / 1e9)
+			rates = strconv.AppendFloat(rates, min(rate, share.MaxRate), 'g', 6, 64)
 			d := &ratelimitv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(n)}
 			if e.overridden {
 				d.Limit = rls.OverrideProto(e.override)
@@ -238,8 +254,9 @@ func (t *Tier) send(c []entry) error {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	md := make([]string, 0, 2+2*len(paths))
-	md = append(md, rls.SidecarKey, rls.SidecarRecord)
+	md := make([]string, 0, 8+2*len(paths))
+	md = append(md, rls.SidecarKey, rls.SidecarRecord, rls.SidecarIDKey, t.id,
+		rls.IntervalKey, strconv.FormatInt(t.opts.FlushInterval.Microseconds(), 10), rls.DemandKey, string(rates))
 	for _, p := range paths {
 		md = append(md, rls.LimitPathKey, p)
 	}
@@ -248,13 +265,17 @@ func (t *Tier) send(c []entry) error {
 	if err != nil {
 		return err
 	}
-	if t.opts.Cache == nil {
-		return nil
-	}
-	retries := parseRetries(rmd)
+	retries, allowed := parseRetries(rmd), parseAllowances(rmd, len(keys))
 	now = t.opts.Now()
+	at = now.Sub(t.base).Nanoseconds()
 	for i, st := range resp.GetStatuses() {
-		if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		// An allowance governs its key: no flag, the allowance refuses.
+		units := -1.0
+		if allowed != nil {
+			units = allowed[i]
+		}
+		t.allow.set(keys[i], units, at, allowanceLapse*interval)
+		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 			continue
 		}
 		wait := retryAfter(retries, i, st.GetDurationUntilReset().AsDuration().Microseconds())
@@ -281,6 +302,6 @@ const probeDomain = "sluice-probe"
 // requeue puts a failed call's hits back, within MaxPending.
 func (t *Tier) requeue(c []entry) {
 	for _, e := range c {
-		t.pend(e.key, e.n, e.first, e.last, func() hits { return e.hits })
+		t.pend(e.key, e.n, e.asked, e.first, e.last, func() hits { return e.hits })
 	}
 }

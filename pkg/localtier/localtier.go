@@ -76,6 +76,7 @@ package localtier
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -179,7 +180,10 @@ type Tier struct {
 	opts    Options
 	local   *localbucket.Buckets
 	pending *pending
+	allow   *allowances
 	m       *metrics
+	// id names this sidecar in its demand reports (pkg/share).
+	id string
 
 	// br judges the upstream from its calls' outcomes (pkg/breaker, the
 	// server's breaker with the sidecar's settings: see New).
@@ -238,6 +242,7 @@ func New(opts Options) (*Tier, error) {
 	}
 	t := &Tier{
 		opts: opts, local: local, pending: newPending(opts.MaxPending, opts.MaxPendingBytes),
+		allow: newAllowances(opts.MaxKeys), id: rand.Text()[:16],
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -301,9 +306,10 @@ func (t *Tier) Close() error {
 
 // The tiers an answer can come from, as limiter.Batch.Tier and metric labels.
 const (
-	tierLocal    = "local_bucket"
-	tierGlobal   = "global"
-	tierFallback = "fallback"
+	tierLocal     = "local_bucket"
+	tierAllowance = "allowance"
+	tierGlobal    = "global"
+	tierFallback  = "fallback"
 )
 
 // Decide implements limiter.Decider.
@@ -315,10 +321,16 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 			t.fallback(b, now)
 			return nil
 		}
-		if _, ok := t.takeLocal(b, t.opts.Fraction, now); ok {
-			t.record(b, now)
-		}
+		set, ok := t.takeLocal(b, t.opts.Fraction, now)
 		b.Tier = tierLocal
+		var short took
+		if ok && !t.allow.take(b, now.Sub(t.base).Nanoseconds(), &short) {
+			// Its share of a tight key is spent until the next answer.
+			t.returnLocal(b, t.opts.Fraction, now, set)
+			t.refuse(b, short)
+			ok, b.Tier = false, tierAllowance
+		}
+		t.record(b, now, ok)
 		return nil
 	}
 	probe, ok := t.br.Allow()
@@ -363,8 +375,18 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 // fallback decides b locally at the fallback share, without the upstream.
 func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
 	b.Degraded, b.Tier = true, tierFallback
-	if _, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now); ok {
-		t.record(b, now) // sent when the upstream returns, within MaxPending
+	_, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now)
+	t.record(b, now, ok) // sent when the upstream returns, within MaxPending
+}
+
+// refuse marks the items in short as refused by their allowances: a
+// retry can succeed once the next answer brings a new one.
+func (t *Tier) refuse(b *limiter.Batch, short took) {
+	for i := range b.Items {
+		if short&(1<<i) != 0 {
+			r := &b.Results[i]
+			r.Allowed, r.Remaining, r.RetryAfter = false, 0, micros(t.opts.FlushInterval)
+		}
 	}
 }
 

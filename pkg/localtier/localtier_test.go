@@ -79,7 +79,13 @@ func upstream(t *testing.T) *countingUpstream {
 // gRPC, as cmd/server does (with gRPC's default 4 MB message limit).
 func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *countingUpstream {
 	t.Helper()
-	svc, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}})
+	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}})
+}
+
+// serveService serves an rls.Service on the core opts describe.
+func serveService(t *testing.T, opts limiter.Options) *countingUpstream {
+	t.Helper()
+	svc, err := newService(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_local_keys", Help: "Keys held by the local token buckets.",
 			}, func() float64 { return float64(t.local.Len()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_localfilter_allowance_keys",
+				Help: "Tight keys this sidecar holds an allowance for (its share of what the limit has left, from the upstream's answers).",
+			}, func() float64 { return float64(t.allow.keys.Load()) }),
 		)
 	}
 	return m

@@ -44,6 +44,9 @@ type hits struct {
 	override     limiter.Override
 	overridden   bool
 	n            uint64
+	// asked is the units requests asked for, admitted or not: the demand
+	// reported with the hits (pkg/share).
+	asked uint64
 	// first and last are when the first and the last of the n were
 	// admitted, and memory how long the key's limit remembers a hit (ns;
 	// see memory): what stale hits are worth when they are sent late.
@@ -74,16 +77,16 @@ func newPending(max int, maxBytes int64) *pending {
 	return p
 }
 
-// add adds n hits admitted between first and last to key's pending hits
-// and returns the keys now pending, or reports false if the key was new
+// add adds n hits admitted between first and last, of asked units asked
+// for, to key's pending hits and returns the keys now pending, or reports false if the key was new
 // and found no room. A new key's hits are built by describe, only then.
-func (p *pending) add(key string, n uint64, first, last int64, describe func() hits) (int64, bool) {
+func (p *pending) add(key string, n, asked uint64, first, last int64, describe func() hits) (int64, bool) {
 	s := &p.shards[maphash.String(p.seed, key)%pendingShards]
 	s.mu.Lock()
 	cur, ok := s.hits[key]
 	if !ok {
 		cur = describe()
-		cur.n, cur.first, cur.last = 0, first, last
+		cur.n, cur.asked, cur.first, cur.last = 0, 0, first, last
 		cur.size = pendingSize(key, &cur)
 		// Room in the totals, taken or given back.
 		if p.keys.Add(1) > p.max || p.bytes.Add(cur.size) > p.maxBytes {
@@ -94,7 +97,10 @@ func (p *pending) add(key string, n uint64, first, last int64, describe func() h
 		}
 	}
 	cur.n += n
-	cur.first, cur.last = min(cur.first, first), max(cur.last, last)
+	cur.asked += asked
+	if n > 0 {
+		cur.first, cur.last = min(cur.first, first), max(cur.last, last)
+	}
 	s.hits[key] = cur
 	s.mu.Unlock()
 	return p.keys.Load(), true

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 // localAnswerTime is kept back from a caller's deadline for answering
@@ -115,6 +116,26 @@ func parseRetries(md metadata.MD) []int64 {
 	out := make([]int64, len(parts))
 	for i, p := range parts {
 		out[i], _ = strconv.ParseInt(p, 10, 64)
+	}
+	return out
+}
+
+// parseAllowances reads the per-descriptor allowances (rls.AllowanceKey)
+// the upstream answered n recorded keys with: nil when it sent none or not
+// one per key (an upstream without allowances); an entry that does not
+// parse, or is negative, reads as -1: none.
+func parseAllowances(md metadata.MD, n int) []float64 {
+	v := md.Get(rls.AllowanceKey)
+	if len(v) != 1 || strings.Count(v[0], ",") != n-1 {
+		return nil
+	}
+	out := make([]float64, 0, n)
+	for p := range strings.SplitSeq(v[0], ",") {
+		a, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(a >= 0) {
+			a = -1
+		}
+		out = append(out, min(a, share.MaxRate))
 	}
 	return out
 }
