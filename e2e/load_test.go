@@ -28,6 +28,10 @@ type load struct {
 	timeout time.Duration
 	// trace keeps every answer in loadResult.events.
 	trace bool
+	// rate, if set, paces the callers to this many requests a second in
+	// all (each sends on its own schedule, or as soon as its last answer
+	// came if that is later): an offered load rather than a closed loop.
+	rate float64
 }
 
 // event is one answer of a traced load.
@@ -47,6 +51,7 @@ type loadResult struct {
 	// offsets from the start of the load, in order.
 	sentAt    [][][]time.Duration
 	latencies []time.Duration
+	start     time.Time // sentAt's zero
 	elapsed   time.Duration
 	events    []event // with trace, in the order sent
 }
@@ -75,9 +80,13 @@ func (l load) run(ctx context.Context) loadResult {
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
 			// The end stops new requests; those in flight run to their
 			// answer, which the server may already have counted.
-			for ctx.Err() == nil && time.Now().Before(end) {
+			for k := 0; ctx.Err() == nil && time.Now().Before(end); k++ {
 				if l.total > 0 && sent.Add(1) > int64(l.total) {
 					return
+				}
+				if l.rate > 0 {
+					at := start.Add(time.Duration(float64(c+k*l.callers) / l.rate * float64(time.Second)))
+					time.Sleep(time.Until(at))
 				}
 				key := rng.IntN(l.keys)
 				// Not ctx's child: ending the load stops new requests, not
@@ -109,7 +118,7 @@ func (l load) run(ctx context.Context) loadResult {
 		}()
 	}
 	wg.Wait()
-	out := loadResult{elapsed: time.Since(start), okByKey: make([]int, l.keys), sentAt: make([][][]time.Duration, len(l.targets))}
+	out := loadResult{start: start, elapsed: time.Since(start), okByKey: make([]int, l.keys), sentAt: make([][][]time.Duration, len(l.targets))}
 	for i := range out.sentAt {
 		out.sentAt[i] = make([][]time.Duration, l.keys)
 	}

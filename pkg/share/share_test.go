@@ -13,7 +13,7 @@ func TestAllot(t *testing.T) {
 		name                       string
 		pool, mine, total, u, want float64
 	}{
-		{"loose: the pool covers two intervals of demand", 20, 500, 1000, 0, -1},
+		{"loose: the pool covers Tightness intervals of demand", 80, 500, 1000, 0, -1},
 		{"tight: a share in whole units", 10, 500, 1000, 0.99, 5},
 		{"a fraction rounds up with its probability", 3, 500, 1000, 0.4, 2},
 		{"and down otherwise", 3, 500, 1000, 0.6, 1},
