@@ -124,3 +124,80 @@ func exactlyAdmitted(p algorithm.Params, start time.Time, at []time.Duration) in
 	}
 	return n
 }
+
+// TestAsyncFloodUpstreamKilled: the server killed in the middle of a
+// flood on tight keys and started again. No reply waits longer than the
+// sidecars' upstream timeout; while it is away the sidecars admit no more
+// than their fallback share of the limit; once it is back each sidecar has
+// allowances again within a second.
+func TestAsyncFloodUpstreamKilled(t *testing.T) {
+	const (
+		timeout = 100 * time.Millisecond
+		margin  = 800 * time.Millisecond // a loaded CI machine; a hang would be seconds
+		share   = 0.5
+		limit   = 100 // a second, burst 100
+	)
+	tr := startTier(t, "domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {name: flood, unit: second, requests_per_unit: 100, burst: 100}\n",
+		3, "async", "-flush-interval", "25ms", "-upstream-timeout", timeout.String(), "-upstream-retry", "200ms", "-fallback-share", fmt.Sprint(share))
+	allowances := func() []float64 {
+		var n []float64
+		for _, s := range tr.fronts {
+			n = append(n, s.metric(t, "sluice_localfilter_allowances_total"))
+		}
+		return n
+	}
+	stop := load{
+		targets: tr.targets(t), callers: 60, duration: time.Minute, keys: floodKeys, trace: true,
+		request: func(k int) *rlsv3.RateLimitRequest { return descriptors("edge", "client", "k"+strconv.Itoa(k)) },
+	}.start()
+	time.Sleep(2 * time.Second)
+	if n := allowances(); slices.Contains(n, 0) {
+		t.Errorf("allowances received per sidecar before the outage: %v; want some for each", n)
+	}
+	t0 := time.Now()
+	tr.server.kill()
+	time.Sleep(2 * time.Second)
+	t1 := time.Now()
+	tr.server.restart(t)
+	before := allowances()
+	rebuilt := time.Duration(0)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		now := allowances()
+		back := true
+		for i := range now {
+			back = back && now[i] > before[i]
+		}
+		if back {
+			rebuilt = time.Since(t1)
+			break
+		}
+	}
+	time.Sleep(time.Second)
+	res := stop()
+	if res.errs > 0 {
+		t.Fatalf("%d errors, the first: %v", res.errs, res.firstErr)
+	}
+	if worst := res.quantile(1); worst > timeout+margin {
+		t.Errorf("slowest reply took %v; want within the upstream timeout %v (+%v margin)", worst, timeout, margin)
+	}
+	// While the server was away, per key, at most each sidecar's fallback
+	// share of the limit: its bucket and its refill, and one request.
+	from, to := t0.Sub(res.start), t1.Sub(res.start)
+	byKey := make([]int, floodKeys)
+	for _, e := range res.events {
+		if e.at >= from && e.at < to && e.err == nil && e.resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			byKey[e.key]++
+		}
+	}
+	bound := 3 * (share*(limit+limit*(to-from).Seconds()) + 1)
+	for k, n := range byKey {
+		if float64(n) > bound {
+			t.Errorf("key %d: %d admitted while the server was away (%v); want at most %.0f (the fallback share)", k, n, to-from, bound)
+		}
+	}
+	if rebuilt == 0 || rebuilt > time.Second {
+		t.Errorf("allowances after the server came back: within %v; want within 1s", rebuilt)
+	}
+	t.Logf("%d requests, slowest reply %v; while away (%v) at most %d admitted a key (bound %.0f); allowances again %v after the restart",
+		res.sent, res.quantile(1), to-from, slices.Max(byKey), bound, rebuilt)
+}

@@ -116,10 +116,11 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
-		// Reconnect within a second of the upstream's return, however long
-		// it was away (gRPC's default backoff grows to two minutes).
+		// Reconnect within a quarter of a second of the upstream's return,
+		// however long it was away (gRPC's default backoff grows to two
+		// minutes), so that allowances are back within a second.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
-			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond,
 		}, MinConnectTimeout: time.Second}),
 	)
 }

@@ -275,6 +275,9 @@ func (t *Tier) send(c []entry) error {
 			units = allowed[i]
 		}
 		t.allow.set(keys[i], units, at, allowanceLapse*interval)
+		if units >= 0 {
+			t.m.allowances.Inc()
+		}
 		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 			continue
 		}

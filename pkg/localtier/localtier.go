@@ -50,6 +50,18 @@
 // sluice_localfilter_flush_lag_seconds show RTT and lag; the e2e tests
 // measure the overshoot against this bound.
 //
+// # Shares on tight keys
+//
+// With each flush the sidecar reports, per key, the units it was asked
+// for per second since it last reported the key, admitted or not
+// (rls.DemandKey). On a key the upstream finds tight it answers with an
+// allowance, the sidecar's share of what the limit has left (pkg/share for
+// the rule); the sidecar then admits the key at most that far until the
+// next answer, and nothing once three flush intervals pass without one (a
+// stale allowance never admits). A key that is not tight gets none and is
+// decided as above. While the upstream is away, allowances are set aside
+// and the fallback share decides.
+//
 // # Upstream failures
 //
 // Upstream calls are bounded by Timeout, flush calls by at least 1 s. After

@@ -12,6 +12,7 @@ type metrics struct {
 	lag           prometheus.Histogram
 	dropped       prometheus.Counter
 	expired       prometheus.Counter
+	allowances    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			Name: "sluice_localfilter_expired_hits_total",
 			Help: "Admitted hits not recorded because they were held (through an upstream outage) past the time their limit remembers a hit.",
 		}),
+		allowances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_localfilter_allowances_total",
+			Help: "Allowances received: the upstream's answers giving this sidecar its share of a tight key (pkg/share).",
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
 			Help: "Admitted hits never recorded upstream: the pending buffer was full (-max-pending keys or -max-pending-bytes), the upstream refused them (InvalidArgument, ResourceExhausted, FailedPrecondition, OutOfRange, Unimplemented), one key's aggregate passed the most a descriptor may carry, or the upstream was away at shutdown.",
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 	}
 	m.upstreamUp.Set(1)
 	if reg != nil {
-		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped, m.expired,
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
 			}, func() float64 { return float64(t.pending.keys.Load()) }),
