@@ -150,7 +150,7 @@ func (s *Service) currentLimit(cfg *config.Config, l *config.Limit, overridden b
 
 func newCurrentLimit(l *config.Limit) *rlsv3.RateLimitResponse_RateLimit {
 	cl := &rlsv3.RateLimitResponse_RateLimit{
-		Name:            l.PolicyName(),
+		Name:            l.RateLimit.Name, // as the reference: empty when the config names none
 		RequestsPerUnit: l.RateLimit.RequestsPerUnit,
 		Unit:            responseUnit(l.RateLimit.Unit),
 	}
