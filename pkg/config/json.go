@@ -24,7 +24,9 @@ type (
 		Source      string           `json:"source"`
 		RateLimit   *jsonLimit       `json:"rate_limit,omitempty"`
 		ShadowMode  bool             `json:"shadow_mode,omitempty"`
+		QuotaMode   bool             `json:"quota_mode,omitempty"`
 		Detailed    bool             `json:"detailed_metric,omitempty"`
+		Metadata    map[string]any   `json:"metadata,omitempty"`
 		Descriptors []jsonDescriptor `json:"descriptors,omitempty"`
 	}
 	jsonLimit struct {
@@ -39,6 +41,8 @@ type (
 		WindowSeconds   int64    `json:"window_seconds,omitempty"`
 		Burst           uint32   `json:"burst,omitempty"`
 		Replaces        []string `json:"replaces,omitempty"`
+		// Shared: per entry, the wildcard its matches share (share_threshold).
+		Shared []string `json:"shared_values,omitempty"`
 	}
 )
 
@@ -65,9 +69,9 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 	for _, n := range nodes {
 		d := jsonDescriptor{Key: n.key, Value: n.value, Source: source(file, n.line)}
 		if l := n.limit; l != nil {
-			d.ShadowMode, d.Detailed = l.ShadowMode, l.DetailedMetric
+			d.ShadowMode, d.QuotaMode, d.Detailed, d.Metadata = l.ShadowMode, l.QuotaMode, l.DetailedMetric, l.Metadata
 			r := l.RateLimit
-			jl := &jsonLimit{Path: l.Path, Policy: l.PolicyName(), Name: r.Name, Unlimited: r.Unlimited, Replaces: l.Replaces}
+			jl := &jsonLimit{Path: l.Path, Policy: l.PolicyName(), Name: r.Name, Unlimited: r.Unlimited, Replaces: l.Replaces, Shared: l.Shared}
 			if !r.Unlimited {
 				jl.Algorithm = r.Algorithm.String()
 				jl.Unit = r.Unit.String()

@@ -18,9 +18,10 @@ import (
 // sluice's extensions under rate_limit.
 var (
 	fileFields       = []string{"domain", "descriptors"}
-	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
-	rateLimitFields  = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier"}
-	replacesFields   = []string{"name"}
+	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+		"quota_mode", "share_threshold", "value_to_metric", "metadata"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier"}
+	replacesFields  = []string{"name"}
 )
 
 // sourceFile is one input: name is what errors and Limit.File show, hashName
@@ -178,16 +179,27 @@ func parseFile(name string, data []byte) (*domainTree, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t.nodes, err = w.descriptors(items, &t.root, t.name, t.name, 1); err != nil {
+		if t.nodes, err = w.descriptors(items, &t.root, t.name, t.name, nil); err != nil {
 			return nil, err
 		}
 	}
 	return t, nil
 }
 
+// step is what a descriptor on a limit's path gives the limit: how the
+// request's entry at its depth is counted (Limit.Shared) and named in
+// metrics (Limit.Metric).
+type step struct {
+	shared   string
+	metric   MetricValue
+	toMetric bool // value_to_metric
+}
+
 // descriptors reads one list of sibling descriptors into lv, returning them
-// in file order. parent is the Path of the enclosing node.
-func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent string, depth int) ([]*node, error) {
+// in file order. parent is the Path of the enclosing node, and trail what
+// the descriptors on the way there give a limit (its length is the depth).
+func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent string, trail []step) ([]*node, error) {
+	depth := len(trail) + 1
 	seen := make(map[Entry]*node, len(items))
 	nodes := make([]*node, 0, len(items))
 	for _, item := range items {
@@ -222,15 +234,39 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 		if n.value != "" {
 			path += "_" + n.value
 		}
-		var shadow, detailed bool
-		if f, ok := fs["shadow_mode"]; ok {
-			if shadow, err = w.boolean(f.val, "shadow_mode"); err != nil {
-				return nil, err
+		var shadow, detailed, quota, shared bool
+		st := step{metric: MetricKey}
+		for _, b := range []struct {
+			name string
+			v    *bool
+		}{{"shadow_mode", &shadow}, {"detailed_metric", &detailed}, {"quota_mode", &quota}, {"share_threshold", &shared}, {"value_to_metric", &st.toMetric}} {
+			if f, ok := fs[b.name]; ok {
+				if *b.v, err = w.boolean(f.val, b.name); err != nil {
+					return nil, err
+				}
 			}
 		}
-		if f, ok := fs["detailed_metric"]; ok {
-			if detailed, err = w.boolean(f.val, "detailed_metric"); err != nil {
+		wildcard := strings.Contains(n.value, "*")
+		if shared && !wildcard {
+			return nil, w.errorf(fs["share_threshold"].key, "share_threshold applies to a wildcard value (containing '*'); %q has none", n.value)
+		}
+		switch {
+		case shared:
+			st.shared, st.metric = n.value, MetricConfigValue
+		case st.toMetric && (wildcard || n.value == ""):
+			st.metric = MetricRuntimeValue
+		case n.value != "":
+			st.metric = MetricConfigValue
+		}
+		trail := append(trail[:len(trail):len(trail)], st)
+		var metadata map[string]any
+		if f, ok := fs["metadata"]; ok && isSet(f.val) {
+			v, err := w.value(f.val, 0)
+			if err != nil {
 				return nil, err
+			}
+			if metadata, ok = v.(map[string]any); !ok {
+				return nil, w.errorf(f.val, "metadata must be a mapping")
 			}
 		}
 		if f, ok := fs["rate_limit"]; ok && isSet(f.val) {
@@ -238,8 +274,9 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			if err != nil {
 				return nil, err
 			}
-			n.limit = &Limit{Domain: domain, Path: path, RateLimit: rl, ShadowMode: shadow,
-				DetailedMetric: detailed, Replaces: replaces, File: w.file, Line: n.line}
+			n.limit = &Limit{Domain: domain, Path: path, RateLimit: rl, ShadowMode: shadow, QuotaMode: quota,
+				DetailedMetric: detailed, Replaces: replaces, Metadata: metadata, File: w.file, Line: n.line}
+			n.limit.Shared, n.limit.Metric = fromTrail(trail)
 		}
 		if f, ok := fs["descriptors"]; ok {
 			children, err := w.seq(f.val, "descriptors")
@@ -249,7 +286,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			if len(children) > 0 && depth >= maxDepth {
 				return nil, w.errorf(f.key, "descriptors nested more than %d deep", maxDepth)
 			}
-			if n.ordered, err = w.descriptors(children, &n.children, domain, path, depth+1); err != nil {
+			if n.ordered, err = w.descriptors(children, &n.children, domain, path, trail); err != nil {
 				return nil, err
 			}
 		}
@@ -267,4 +304,24 @@ func isSet(n *yaml.Node) bool {
 		n = n.Alias
 	}
 	return !isNull(n)
+}
+
+// fromTrail is what a limit at the end of trail keeps of it: Shared when
+// an entry is shared, Metric when value_to_metric asks for runtime values.
+func fromTrail(trail []step) (shared []string, metric []MetricValue) {
+	for i, st := range trail {
+		if st.shared != "" {
+			if shared == nil {
+				shared = make([]string, len(trail))
+			}
+			shared[i] = st.shared
+		}
+		if st.toMetric && metric == nil {
+			metric = make([]MetricValue, len(trail))
+			for j := range trail {
+				metric[j] = trail[j].metric
+			}
+		}
+	}
+	return shared, metric
 }

@@ -177,6 +177,23 @@ type Limit struct {
 	RateLimit RateLimit
 	// ShadowMode: evaluate and count, but always answer OK.
 	ShadowMode bool
+	// QuotaMode (the reference's quota_mode): a quota descriptor. Its being
+	// over limit is reported in its status, but fails the request only when
+	// every quota descriptor of the request is over limit and no other
+	// limit is; it never holds the request's other limits back.
+	QuotaMode bool
+	// Shared holds, per entry of the descriptors the limit matches, the
+	// wildcard value all of whose matches count on one counter
+	// (share_threshold), or "" where the entry's own value counts; nil
+	// when no entry is shared.
+	Shared []string
+	// Metric, when a descriptor on the limit's path sets value_to_metric,
+	// says per entry what the limit's metrics carry for it; nil otherwise.
+	Metric []MetricValue
+	// Metadata is the descriptor's metadata, as JSON-like values
+	// (map[string]any, []any, string, float64, bool, nil), returned in the
+	// response's dynamic metadata for a request it admits. Read only.
+	Metadata map[string]any
 	// DetailedMetric asks for metrics named after the request's own entries
 	// (the reference appends each entry's key_value) rather than after Path.
 	DetailedMetric bool
@@ -186,6 +203,22 @@ type Limit struct {
 	File     string // the file that defines it, as named to Load or Parse
 	Line     int    // the line of its descriptor in File
 }
+
+// MetricValue is what a limit's metrics carry for one request entry
+// (value_to_metric).
+//
+// A plain value, safe to share between goroutines.
+type MetricValue uint8
+
+const (
+	// MetricKey: the entry's key alone (matched by key only).
+	MetricKey MetricValue = iota
+	// MetricConfigValue: key_value with the value as configured (an exact
+	// value, a wildcard pattern, a shared one).
+	MetricConfigValue
+	// MetricRuntimeValue: key_value with the request's own value.
+	MetricRuntimeValue
+)
 
 // PolicyName returns the name used in headers, reasons and metrics:
 // RateLimit.Name if set, else Path.

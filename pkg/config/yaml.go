@@ -246,3 +246,57 @@ func yamlError(file string, err error) *Error {
 	}
 	return &Error{File: file, Line: line, Reason: "invalid YAML: " + msg}
 }
+
+// value reads any YAML value as the JSON-like Go value protobuf's Struct
+// takes (map[string]any, []any, string, float64, bool or nil), charging
+// every node to the file's budget: descriptor metadata, which sluice
+// carries but does not interpret. Mapping keys must be scalars.
+func (w *walker) value(n *yaml.Node, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, w.errorf(n, "metadata nested more than %d deep", maxDepth)
+	}
+	n, err := w.resolve(n)
+	if err != nil {
+		return nil, err
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, err := w.resolve(n.Content[i])
+			if err != nil {
+				return nil, err
+			}
+			if k.Kind != yaml.ScalarNode {
+				return nil, w.errorf(k, "metadata has a %s as a field name", kindName(k))
+			}
+			if m[k.Value], err = w.value(n.Content[i+1], depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		l := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := w.value(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		return l, nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, w.errorf(n, "metadata: %v", err)
+	}
+	switch x := v.(type) {
+	case int:
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
+	case nil, bool, float64, string:
+		return x, nil
+	}
+	return n.Value, nil // timestamps and other tagged scalars: their text
+}
