@@ -191,7 +191,7 @@ func parseFile(name string, data []byte) (*domainTree, error) {
 // metrics (Limit.Metric).
 type step struct {
 	shared   string
-	metric   MetricValue
+	metric   MetricEntry
 	toMetric bool // value_to_metric
 }
 
@@ -235,7 +235,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			path += "_" + n.value
 		}
 		var shadow, detailed, quota, shared bool
-		st := step{metric: MetricKey}
+		var st step
 		for _, b := range []struct {
 			name string
 			v    *bool
@@ -250,13 +250,14 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 		if shared && !wildcard {
 			return nil, w.errorf(fs["share_threshold"].key, "share_threshold applies to a wildcard value (containing '*'); %q has none", n.value)
 		}
-		switch {
-		case shared:
-			st.shared, st.metric = n.value, MetricConfigValue
-		case st.toMetric && (wildcard || n.value == ""):
-			st.metric = MetricRuntimeValue
-		case n.value != "":
-			st.metric = MetricConfigValue
+		// The reference's metric key: a shared wildcard as written, else
+		// with value_to_metric the request's value where the descriptor
+		// does not fix it, else the value as configured.
+		st.metric.Value = n.value
+		if shared {
+			st.shared = n.value
+		} else if st.toMetric && (wildcard || n.value == "") {
+			st.metric = MetricEntry{Runtime: true}
 		}
 		trail := append(trail[:len(trail):len(trail)], st)
 		var metadata map[string]any
@@ -308,7 +309,7 @@ func isSet(n *yaml.Node) bool {
 
 // fromTrail is what a limit at the end of trail keeps of it: Shared when
 // an entry is shared, Metric when value_to_metric asks for runtime values.
-func fromTrail(trail []step) (shared []string, metric []MetricValue) {
+func fromTrail(trail []step) (shared []string, metric []MetricEntry) {
 	for i, st := range trail {
 		if st.shared != "" {
 			if shared == nil {
@@ -317,7 +318,7 @@ func fromTrail(trail []step) (shared []string, metric []MetricValue) {
 			shared[i] = st.shared
 		}
 		if st.toMetric && metric == nil {
-			metric = make([]MetricValue, len(trail))
+			metric = make([]MetricEntry, len(trail))
 			for j := range trail {
 				metric[j] = trail[j].metric
 			}

@@ -43,8 +43,8 @@ func TestReferenceFields(t *testing.T) {
 	}
 	method := cfg.Match("shop", []Entry{{"route", "api/users"}, {"method", "GET"}})
 	if method == nil || !reflect.DeepEqual(method.Shared, []string{"api/*", ""}) ||
-		!reflect.DeepEqual(method.Metric, []MetricValue{MetricConfigValue, MetricRuntimeValue}) {
-		t.Fatalf("route api/* method: %+v; want Shared [api/* \"\"], Metric [config runtime]", method)
+		!reflect.DeepEqual(method.Metric, []MetricEntry{{Value: "api/*"}, {Runtime: true}}) {
+		t.Fatalf("route api/* method: %+v; want Shared [api/* \"\"], Metric [api/* runtime]", method)
 	}
 	svc := cfg.Match("shop", []Entry{{"service", "checkout"}})
 	want := map[string]any{"service_with_quota": map[string]any{"name": "checkout", "tier": float64(2), "tags": []any{"eu", "web"}}}

@@ -189,7 +189,7 @@ type Limit struct {
 	Shared []string
 	// Metric, when a descriptor on the limit's path sets value_to_metric,
 	// says per entry what the limit's metrics carry for it; nil otherwise.
-	Metric []MetricValue
+	Metric []MetricEntry
 	// Metadata is the descriptor's metadata, as JSON-like values
 	// (map[string]any, []any, string, float64, bool, nil), returned in the
 	// response's dynamic metadata for a request it admits. Read only.
@@ -204,21 +204,16 @@ type Limit struct {
 	Line     int    // the line of its descriptor in File
 }
 
-// MetricValue is what a limit's metrics carry for one request entry
-// (value_to_metric).
+// MetricEntry is what a limit's metrics carry for one request entry when
+// value_to_metric asks for the request's values: key_Value, or the key
+// alone when Value is "" (matched by key only); with Runtime, key_ and the
+// request's own value.
 //
 // A plain value, safe to share between goroutines.
-type MetricValue uint8
-
-const (
-	// MetricKey: the entry's key alone (matched by key only).
-	MetricKey MetricValue = iota
-	// MetricConfigValue: key_value with the value as configured (an exact
-	// value, a wildcard pattern, a shared one).
-	MetricConfigValue
-	// MetricRuntimeValue: key_value with the request's own value.
-	MetricRuntimeValue
-)
+type MetricEntry struct {
+	Runtime bool
+	Value   string
+}
 
 // PolicyName returns the name used in headers, reasons and metrics:
 // RateLimit.Name if set, else Path.

@@ -108,8 +108,9 @@ func (s *Service) answer(d *decision, content bool) {
 		}
 		return t
 	}
-	var deniedSpace [smallRequest]int
+	var deniedSpace, quotaSpace [smallRequest]int
 	denied := deniedSpace[:0] // items that rejected the request
+	quotaDenied, quotas := quotaSpace[:0], 0
 	for i := range a.Statuses {
 		st := &a.Statuses[i]
 		st.Code = OK
@@ -127,10 +128,24 @@ func (s *Service) answer(d *decision, content bool) {
 		if !r.Allowed {
 			st.RetryAfter = r.RetryAfter
 		}
+		if l.QuotaMode && !l.ShadowMode {
+			quotas++
+			if !r.Allowed {
+				st.Code = OverLimit
+				quotaDenied = append(quotaDenied, j)
+			}
+			continue
+		}
 		if !r.Allowed && !l.ShadowMode {
 			st.Code, a.Overall = OverLimit, OverLimit
 			denied = append(denied, j)
 		}
+	}
+	// Quota descriptors fail the request only all together, as the
+	// reference's quota_mode does: each over limit is reported in its
+	// status, and the request goes on while any has room.
+	if len(denied) == 0 && quotas > 0 && len(quotaDenied) == quotas {
+		a.Overall, denied = OverLimit, quotaDenied
 	}
 	if len(b.Items) == 0 || !content {
 		return

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+
+	"github.com/sluicehq/sluice/pkg/config"
 )
 
 // observe counts each decided limit and logs rejections, rate-limited.
@@ -18,14 +20,12 @@ func (s *Service) observe(d *decision) {
 		case !r.Allowed:
 			result = "over_limit"
 		}
+		detailed := l.DetailedMetric || l.Metric != nil
 		var values []string
-		if l.DetailedMetric {
-			for k := range b.Request.Entries(b.Descriptors[j]) {
-				key, value := b.Request.Entry(b.Descriptors[j], k)
-				values = append(values, EntryValue(key)+"_"+EntryValue(value))
-			}
+		if detailed {
+			values = metricValues(l, b.Request, b.Descriptors[j])
 		}
-		s.opts.Metrics.decision(b.Request.Domain(), l.PolicyName(), result, l.DetailedMetric, values)
+		s.opts.Metrics.decision(b.Request.Domain(), l.PolicyName(), result, detailed, values)
 		if result == "ok" {
 			continue
 		}
@@ -55,4 +55,30 @@ func (s *Service) observe(d *decision) {
 		}
 		s.opts.Logger.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
 	}
+}
+
+// metricValues are the entries of descriptor i as l's detailed metrics
+// name them, as the reference's metric keys do: each key_value, a shared
+// entry (share_threshold) by its wildcard; with value_to_metric, the
+// request's value only where a descriptor does not fix it (a wildcard, a
+// key alone).
+func metricValues(l *config.Limit, req Request, i int) []string {
+	n := req.Entries(i)
+	values := make([]string, 0, n)
+	for k := range n {
+		key, value := req.Entry(i, k)
+		key, value = EntryValue(key), EntryValue(value)
+		switch {
+		case k < len(l.Shared) && l.Shared[k] != "":
+			value = l.Shared[k]
+		case !l.DetailedMetric && k < len(l.Metric) && !l.Metric[k].Runtime:
+			value = l.Metric[k].Value
+		}
+		if value == "" {
+			values = append(values, key)
+			continue
+		}
+		values = append(values, key+"_"+value)
+	}
+	return values
 }

@@ -121,7 +121,10 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 			p := l.RateLimit.Params()
 			key := s.appendKey(buf[:0], domain, l, p, req, i)
 			d.itemOf[i] = len(d.batch.Items)
-			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode})
+			// A quota limit never holds the others back (answer decides
+			// whether quotas fail the request): the store treats it as a
+			// shadow one.
+			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode})
 			d.batch.Limits = append(d.batch.Limits, l)
 			d.batch.Descriptors = append(d.batch.Descriptors, i)
 			d.overridden = append(d.overridden, overrides&(1<<i) != 0)
@@ -191,6 +194,11 @@ func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algori
 	name := NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
 	for j := range req.Entries(i) {
 		k, v := req.Entry(i, j)
+		if j < len(l.Shared) && l.Shared[j] != "" {
+			// share_threshold: every value the wildcard matches counts here.
+			name = name.Add(k).Add(l.Shared[j])
+			continue
+		}
 		name = name.Add(k).Add(EntryValue(v))
 	}
 	return name.AppendKey(dst, s.opts.KeyPrefix)
