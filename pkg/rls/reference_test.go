@@ -1,0 +1,92 @@
+package rls
+
+import (
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
+)
+
+// referenceConfig uses the reference's newer descriptor fields as its
+// README documents them.
+const referenceConfig = `domain: edge
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
+  - key: pages
+    value: pages/*
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
+  - key: service
+    value: quota_a
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
+  - key: service
+    value: quota_b
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
+  - key: service
+    value: quota_c
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: fixed_window}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
+`
+
+func referenceHarness(t *testing.T) *harness {
+	t.Helper()
+	cfg := mustConfig(t, referenceConfig)
+	return start(t, limiter.Options{Config: func() *config.Config { return cfg }})
+}
+
+func request(d ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d}
+}
+
+// TestShareThreshold: every value a share_threshold wildcard matches
+// counts on one counter; a wildcard without it counts each value apart.
+func TestShareThreshold(t *testing.T) {
+	h := referenceHarness(t)
+	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
+		file := []string{"files/a", "files/b", "files/c"}[i]
+		if got := codesOf(h.call(t, request(desc("files", file)))); got != want {
+			t.Errorf("request %d (%s) on the shared limit of 2: %s; want %s", i+1, file, got, want)
+		}
+	}
+	for _, page := range []string{"pages/a", "pages/b", "pages/c", "pages/a"} {
+		if got := codesOf(h.call(t, request(desc("pages", page)))); got != "OK:OK" {
+			t.Errorf("%s on its own counter: %s; want OK", page, got)
+		}
+	}
+}
+
+// TestQuotaMode: a quota descriptor over its limit is reported in its
+// status but fails the request only when every quota descriptor of it is
+// over limit and no other limit is; an ordinary limit fails it as always.
+func TestQuotaMode(t *testing.T) {
+	h := referenceHarness(t)
+	steps := []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{"two quotas with room", request(desc("service", "quota_a"), desc("service", "quota_c")), "OK:OK,OK"},
+		{"one quota over, another with room", request(desc("service", "quota_a"), desc("service", "quota_c")), "OK:OVER_LIMIT,OK"},
+		{"the other quota alone", request(desc("service", "quota_b")), "OK:OK"},
+		{"every quota over", request(desc("service", "quota_a"), desc("service", "quota_b")), "OVER_LIMIT:OVER_LIMIT,OVER_LIMIT"},
+		// The reference's rule: its only quota is over, so the request is;
+		// the plain limit was counted all the same.
+		{"the only quota over, a plain limit with room", request(desc("service", "quota_a"), desc("user", "u1")), "OVER_LIMIT:OVER_LIMIT,OK"},
+		{"the plain limit, counted above", request(desc("user", "u1")), "OVER_LIMIT:OVER_LIMIT"},
+		{"a plain limit over, a quota with room", request(desc("service", "quota_c"), desc("user", "u1")), "OVER_LIMIT:OK,OVER_LIMIT"},
+	}
+	for _, s := range steps {
+		if got := codesOf(h.call(t, s.req)); got != s.want {
+			t.Errorf("%s: %s; want %s", s.name, got, s.want)
+		}
+	}
+}
