@@ -25,6 +25,7 @@ type Flags struct {
 	CacheSize          int
 	KeyPrefix          string
 	LegacyHeaders      bool
+	DynamicMetadata    bool
 	Pprof              bool
 	LogLevel           string
 	LogFormat          string
@@ -41,6 +42,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.StringVar(&f.KeyPrefix, "key-prefix", "sluice:", "prefix of every store key (a sidecar's must be its server's)")
 	fs.BoolVar(&f.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
+	fs.BoolVar(&f.DynamicMetadata, "response-dynamic-metadata", false, "add to every answer the dynamic metadata the reference's RESPONSE_DYNAMIC_METADATA adds: domain, descriptors and the metadata of the descriptors that passed")
 	fs.BoolVar(&f.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", "json", "json or text")

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"reflect"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -88,5 +89,58 @@ func TestQuotaMode(t *testing.T) {
 		if got := codesOf(h.call(t, s.req)); got != s.want {
 			t.Errorf("%s: %s; want %s", s.name, got, s.want)
 		}
+	}
+}
+
+// TestDynamicMetadata: with WithDynamicMetadata an answer to Envoy carries
+// the reference's dynamic metadata: the domain, the descriptors, and the
+// configured metadata of the descriptors that passed, merged; none without
+// the option.
+func TestDynamicMetadata(t *testing.T) {
+	cfg := mustConfig(t, `domain: edge
+descriptors:
+  - key: service
+    value: one
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    metadata:
+      service_with_quota: {name: one}
+      owner: team-a
+  - key: service
+    value: two
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    metadata:
+      service_with_quota: {tier: 2}
+      owner: team-b
+  - key: service
+    value: spent
+    rate_limit: {unit: minute, requests_per_unit: 0}
+    metadata: {never: here}
+`)
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }}, WithDynamicMetadata())
+	req := request(desc("service", "one"), desc("service", "two"), desc("nothing", "x"))
+	req.HitsAddend = 2
+	got := h.call(t, req).GetDynamicMetadata().AsMap()
+	want := map[string]any{
+		"domain":     "edge",
+		"hitsAddend": float64(2),
+		"descriptors": []any{
+			map[string]any{"entries": []any{"service=one"}},
+			map[string]any{"entries": []any{"service=two"}},
+			map[string]any{"entries": []any{"nothing=x"}},
+		},
+		// The first descriptor's values win; mappings merge.
+		"metadata": map[string]any{"service_with_quota": map[string]any{"name": "one", "tier": float64(2)}, "owner": "team-a"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("dynamic metadata\n got %v\nwant %v", got, want)
+	}
+	// A descriptor over its limit does not pass: its metadata stays out.
+	got = h.call(t, request(desc("service", "spent"))).GetDynamicMetadata().AsMap()
+	if _, ok := got["metadata"]; ok {
+		t.Errorf("metadata of a descriptor over its limit: %v", got)
+	}
+	plain := referenceHarness(t)
+	if md := plain.call(t, request(desc("files", "files/a"))).GetDynamicMetadata(); md != nil {
+		t.Errorf("dynamic metadata without the option: %v", md)
 	}
 }

@@ -70,6 +70,8 @@ type ServerOptions struct {
 	// CacheSize is the flag cache's keys: 0 means flagcache.DefaultSize,
 	// a negative value turns it off.
 	CacheSize int
+	// DynamicMetadata: see WithDynamicMetadata.
+	DynamicMetadata bool
 	// KeyPrefix, LegacyHeaders, RecordAllowed: see limiter.Options.
 	KeyPrefix     string
 	LegacyHeaders bool
@@ -175,7 +177,11 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Service = NewService(core)
+	var sopts []ServiceOption
+	if o.DynamicMetadata {
+		sopts = append(sopts, WithDynamicMetadata())
+	}
+	s.Service = NewService(core, sopts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if s.done, err = s.config.Watch(ctx); err != nil {

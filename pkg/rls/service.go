@@ -22,12 +22,28 @@ import (
 // decision core. It is safe for concurrent use.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	core   *limiter.Service
-	limits config.LimitMemo[*rlsv3.RateLimitResponse_RateLimit]
+	core    *limiter.Service
+	limits  config.LimitMemo[*rlsv3.RateLimitResponse_RateLimit]
+	dynamic bool // WithDynamicMetadata
 }
 
+// ServiceOption sets an optional behaviour of a Service.
+type ServiceOption func(*Service)
+
+// WithDynamicMetadata adds to every answer to Envoy the dynamic metadata
+// the reference's RESPONSE_DYNAMIC_METADATA setting adds (dynamicMetadata):
+// the request's domain and descriptors, and the configured metadata of the
+// descriptors that passed.
+func WithDynamicMetadata() ServiceOption { return func(s *Service) { s.dynamic = true } }
+
 // NewService serves core as Envoy's RateLimitService.
-func NewService(core *limiter.Service) *Service { return &Service{core: core} }
+func NewService(core *limiter.Service, opts ...ServiceOption) *Service {
+	s := &Service{core: core}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Core is the decision core the service answers from.
 func (s *Service) Core() *limiter.Service { return s.core }
@@ -92,7 +108,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		grpc.SetHeader(ctx, md)
 	}
-	return s.reply(a), nil
+	resp := s.reply(a)
+	if s.dynamic && sidecar == "" {
+		resp.DynamicMetadata = dynamicMetadata(req, a)
+	}
+	return resp, nil
 }
 
 func sidecarMode(ctx context.Context) string {

@@ -105,7 +105,7 @@ type harness struct {
 }
 
 // start serves a Service over gRPC on 127.0.0.1:0 and returns a client.
-func start(t *testing.T, opts limiter.Options) *harness {
+func start(t *testing.T, opts limiter.Options, sopts ...ServiceOption) *harness {
 	t.Helper()
 	h := &harness{store: newClockStore(t)}
 	if opts.Config == nil {
@@ -127,7 +127,7 @@ func start(t *testing.T, opts limiter.Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := NewService(core)
+	svc := NewService(core, sopts...)
 	h.svc = svc
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
