@@ -27,7 +27,8 @@ type Service struct {
 	dynamic bool // WithDynamicMetadata
 }
 
-// ServiceOption sets an optional behaviour of a Service.
+// ServiceOption sets an optional behaviour of a Service. Options are
+// functions without state of their own, safe to share between goroutines.
 type ServiceOption func(*Service)
 
 // WithDynamicMetadata adds to every answer to Envoy the dynamic metadata
