@@ -128,7 +128,7 @@ func (s *Service) answer(d *decision, content bool) {
 		if !r.Allowed {
 			st.RetryAfter = r.RetryAfter
 		}
-		if l.QuotaMode && !l.ShadowMode {
+		if (l.QuotaMode || s.opts.QuotaAll) && !l.ShadowMode {
 			quotas++
 			if !r.Allowed {
 				st.Code = OverLimit
@@ -146,6 +146,10 @@ func (s *Service) answer(d *decision, content bool) {
 	// status, and the request goes on while any has room.
 	if len(denied) == 0 && quotas > 0 && len(quotaDenied) == quotas {
 		a.Overall, denied = OverLimit, quotaDenied
+	}
+	if s.opts.ShadowAll && a.Overall == OverLimit {
+		// Statuses say which limits are over; the request is admitted.
+		a.Overall, denied = OK, denied[:0]
 	}
 	if len(b.Items) == 0 || !content {
 		return

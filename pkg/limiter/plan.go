@@ -124,7 +124,7 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 			// A quota limit never holds the others back (answer decides
 			// whether quotas fail the request): the store treats it as a
 			// shadow one.
-			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode})
+			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode || s.opts.QuotaAll})
 			d.batch.Limits = append(d.batch.Limits, l)
 			d.batch.Descriptors = append(d.batch.Descriptors, i)
 			d.overridden = append(d.overridden, overrides&(1<<i) != 0)

@@ -95,6 +95,10 @@ type Options struct {
 	LegacyHeaders bool
 	// Logger gets one line per rejection, rate-limited. Default: discard.
 	Logger *slog.Logger
+	// ShadowAll answers every request OK, over limit or not, counting as
+	// usual (the reference's SHADOW_MODE); QuotaAll makes every limit a
+	// quota limit (its QUOTA_MODE; config.Limit.QuotaMode).
+	ShadowAll, QuotaAll bool
 	// Shares, if set, hands sidecars their allowances on tight keys
 	// (DecideOptions.Demand). Unset, every allowance is -1: none.
 	Shares *share.Tracker

@@ -144,3 +144,28 @@ descriptors:
 		t.Errorf("dynamic metadata without the option: %v", md)
 	}
 }
+
+// TestGlobalModes: the reference's SHADOW_MODE admits every request
+// (statuses still say which limits are over) and QUOTA_MODE makes every
+// limit a quota limit.
+func TestGlobalModes(t *testing.T) {
+	cfg := mustConfig(t, referenceConfig)
+	shadow := start(t, limiter.Options{Config: func() *config.Config { return cfg }, ShadowAll: true})
+	for i, want := range []string{"OK:OK", "OK:OVER_LIMIT"} {
+		resp := shadow.call(t, request(desc("user", "u")))
+		if got := codesOf(resp); got != want {
+			t.Errorf("shadow mode, request %d: %s; want %s", i+1, got, want)
+		}
+		if h := headers(resp); h["Retry-After"] != "" {
+			t.Errorf("shadow mode: an admitted request with Retry-After %q", h["Retry-After"])
+		}
+	}
+	quota := start(t, limiter.Options{Config: func() *config.Config { return cfg }, QuotaAll: true})
+	quota.call(t, request(desc("user", "u")))
+	if got := codesOf(quota.call(t, request(desc("user", "u"), desc("pages", "pages/a")))); got != "OK:OVER_LIMIT,OK" {
+		t.Errorf("quota mode, one limit over and one with room: %s; want OK:OVER_LIMIT,OK", got)
+	}
+	if got := codesOf(quota.call(t, request(desc("user", "u")))); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("quota mode, the only limit over: %s; want OVER_LIMIT", got)
+	}
+}

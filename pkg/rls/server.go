@@ -72,6 +72,8 @@ type ServerOptions struct {
 	CacheSize int
 	// DynamicMetadata: see WithDynamicMetadata.
 	DynamicMetadata bool
+	// ShadowAll and QuotaAll: see limiter.Options.
+	ShadowAll, QuotaAll bool
 	// KeyPrefix, LegacyHeaders, RecordAllowed: see limiter.Options.
 	KeyPrefix     string
 	LegacyHeaders bool
@@ -173,6 +175,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
 		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed, Shares: shares,
+		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll,
 	})
 	if err != nil {
 		return nil, err
