@@ -158,6 +158,9 @@ func TestServeMemory(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, "config ") {
 		t.Errorf("/readyz = %d %s; want 200 naming the config version", code, body)
 	}
+	if code, body := get(t, base+"/healthcheck"); code != 200 || body != "OK" {
+		t.Errorf("/healthcheck = %d %q; want 200 OK, as the reference answers", code, body)
+	}
 	if code, body := get(t, base+"/config"); code != 200 || !strings.Contains(body, "per-client") {
 		t.Errorf("/config = %d %s", code, body)
 	}
@@ -267,6 +270,10 @@ func TestRedisOutage(t *testing.T) {
 			code, body := get(t, "http://"+s.httpAddr+"/readyz")
 			if (mode == "error") != (code == http.StatusServiceUnavailable) {
 				t.Errorf("/readyz with Redis down in mode %s = %d %s", mode, code, body)
+			}
+			code, body = get(t, "http://"+s.httpAddr+"/healthcheck")
+			if (mode == "error") != (code == http.StatusInternalServerError) {
+				t.Errorf("/healthcheck with Redis down in mode %s = %d %s; want 500 only in mode error", mode, code, body)
 			}
 			rdb.Restart(t)
 			// Recovered when the store decides again: a fresh client's

@@ -258,7 +258,8 @@ type Readiness func() (note string, ready bool)
 
 // Admin is the admin routes both daemons serve: /healthz, /readyz (the
 // config version and last reload; the store's state, or extra's when
-// set), /metrics from gather, /config and /json.
+// set), /healthcheck (the reference's: "OK" when ready), /metrics from
+// gather, /config and /json.
 func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -281,6 +282,19 @@ func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeM
 			msg += "; last reload rejected: " + err.Error()
 		}
 		fmt.Fprintln(w, msg)
+	})
+	// The reference's health check, where Envoy Gateway and others probe it:
+	// 200 "OK" when ready, 500 otherwise.
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		note, ready := s.storeReadiness()
+		if extra != nil {
+			note, ready = extra()
+		}
+		if !ready {
+			http.Error(w, "NOT OK: "+note, http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "OK")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
