@@ -59,6 +59,7 @@ type proc struct {
 	name       string
 	bin        string
 	args       []string
+	env        []string // when set, the whole environment, and no listen flags
 	logPath    string
 	GRPC, HTTP string // the addresses it listens on
 
@@ -78,12 +79,18 @@ func startSidecar(t *testing.T, name string, args ...string) *proc {
 }
 
 func start(t *testing.T, bin, name string, args []string) *proc {
+	return startEnv(t, bin, name, nil, args)
+}
+
+// startEnv starts bin with only the environment env (nil: this process's)
+// and args; with env, nothing is added to args.
+func startEnv(t *testing.T, bin, name string, env, args []string) *proc {
 	t.Helper()
 	if binaries.err != nil {
 		t.Fatal(binaries.err)
 	}
 	p := &proc{
-		name: name, bin: filepath.Join(binaries.dir, bin), args: args,
+		name: name, bin: filepath.Join(binaries.dir, bin), args: args, env: env,
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
 	if err := p.launch("127.0.0.1:0", "127.0.0.1:0"); err != nil {
@@ -108,7 +115,13 @@ func (p *proc) launch(grpcAddr, httpAddr string) error {
 	defer logFile.Close()
 	offset, _ := logFile.Seek(0, 2)
 	args := append([]string{"-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-log-format", "json"}, p.args...)
+	if p.env != nil {
+		args = p.args // the environment says it all
+	}
 	cmd := exec.Command(p.bin, args...)
+	if p.env != nil {
+		cmd.Env = p.env
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The kernel kills the child if the test binary dies without cleanups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

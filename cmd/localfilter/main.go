@@ -65,7 +65,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
 	fs.StringVar(&o.upstreamKey, "upstream-tls-key", "", "PEM private key of -upstream-tls-cert")
 	fs.StringVar(&o.upstreamServerName, "upstream-tls-server-name", "", "name the upstream's certificate must carry (default: the host of -upstream)")
-	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
+	if err := o.Flags.Parse(fs, args, getenv); err != nil {
 		return nil, err
 	}
 	errs := []error{o.Flags.Validate(), o.tier.Validate()}

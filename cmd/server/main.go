@@ -15,7 +15,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
 )
@@ -75,7 +74,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
 	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
 	fs.StringVar(&o.recordClients, "record-clients", "", "with -grpc-tls-client-ca: the only callers allowed to record hits a sidecar admitted, by a name in their client certificate (DNS or URI SAN, or common name), comma-separated; empty allows any caller")
-	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
+	if err := o.Flags.Parse(fs, args, getenv); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/refenv"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 )
 
@@ -33,6 +37,23 @@ type Flags struct {
 	LogFormat          string
 	Grace              time.Duration
 	TLS                GRPCTLS
+	// FromReference are the flags set from envoyproxy/ratelimit's
+	// environment (Parse).
+	FromReference []refenv.Applied
+}
+
+// Parse parses args into fs, then sets each flag not given from its
+// SLUICE_ variable (flagenv), then each still unset from the reference's
+// environment settings (refenv), recorded in FromReference.
+func (f *Flags) Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := flagenv.Parse(fs, args, "SLUICE_", getenv); err != nil {
+		return err
+	}
+	var err error
+	if f.FromReference, err = refenv.Apply(fs, getenv); err != nil {
+		return fmt.Errorf("envoyproxy/ratelimit settings: %w", err)
+	}
+	return nil
 }
 
 // Register adds the flags to fs, with the daemon's default listen
@@ -99,6 +120,14 @@ func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimit
 	}
 	if f.Pprof {
 		Profile(admin)
+	}
+	if len(f.FromReference) > 0 {
+		// Which variable set which flag; values stay out (REDIS_AUTH).
+		var from []string
+		for _, a := range f.FromReference {
+			from = append(from, "-"+a.Flag+" from "+strings.Join(a.From, "+"))
+		}
+		log.Info("settings from envoyproxy/ratelimit's environment", "flags", from)
 	}
 	return Run(ctx, Options{
 		Log: log, GRPC: NewGRPC(svc, gopts...), Admin: admin,

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testpki"
+)
+
+// TestReferenceEnvironment starts the built server with nothing but the
+// environment a deployment of envoyproxy/ratelimit gives it — its config
+// files under RUNTIME_ROOT, its gRPC port with mTLS, Redis over TCP, its
+// log settings — and decides requests on Redis, answering /healthcheck
+// as the reference does, and saying which settings came from where.
+func TestReferenceEnvironment(t *testing.T) {
+	rdb := redistest.Start(t)
+	ca := testpki.New(t)
+	cert, key := ca.Issue(t, "ratelimit", "ratelimit.envoy-gateway-system")
+	envoyCert, envoyKey := ca.Issue(t, "envoy", "envoy.envoy-gateway-system")
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A config the reference's current README documents, its newer fields included.
+	if err := os.WriteFile(filepath.Join(dir, "limits.yaml"), []byte(`domain: gateway
+descriptors:
+  - key: path
+    value: /files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: tenant
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    metadata: {plan: free}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
+		"USE_STATSD=false", "LOG_LEVEL=info", "LOG_FORMAT=json",
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0",
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + cert, "GRPC_SERVER_TLS_KEY=" + key, "GRPC_CLIENT_TLS_CACERT=" + ca.Path("ca.pem"),
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + rdb.Addr,
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=:19001",
+	}
+	server := startEnv(t, "server", "ratelimit", env, nil)
+	client := tlsClient(t, server.GRPC, ca, envoyCert, envoyKey)
+	ctx := context.Background()
+	// /files/* shares one counter of 2: the third file is over limit.
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		resp, err := client.ShouldRateLimit(ctx, descriptors("gateway", "path", "/files/"+string(rune('a'+i))))
+		if err != nil || resp.GetOverallCode() != want {
+			t.Fatalf("request %d: %v, %v; want %v\n%s", i+1, resp.GetOverallCode(), err, want, server.logTail())
+		}
+	}
+	if keys, err := rdb.Client(t).Keys(ctx, "sluice:*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("Redis keys %v, %v; want the decisions counted in Redis", keys, err)
+	}
+	resp, err := http.Get("http://" + server.HTTP + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthcheck = %d; want 200", resp.StatusCode)
+	}
+	logs := server.logTail()
+	for _, want := range []string{"settings from envoyproxy/ratelimit's environment", "-redis-url from REDIS_SOCKET_TYPE+REDIS_URL", "-config from RUNTIME_ROOT+RUNTIME_SUBDIRECTORY"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+}
