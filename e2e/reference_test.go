@@ -73,6 +73,14 @@ descriptors:
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthcheck = %d; want 200", resp.StatusCode)
 	}
+	// USE_PROMETHEUS: the reference's metric names, counted in its terms.
+	mf := server.metrics(t)
+	if got := sumMetric(mf, "ratelimit_service_rate_limit_total_hits", "domain", "gateway", "key1", "path_/files/*"); got != 3 {
+		t.Errorf("ratelimit_service_rate_limit_total_hits{key1=path_/files/*} = %v; want 3", got)
+	}
+	if got := sumMetric(mf, "ratelimit_service_rate_limit_over_limit", "domain", "gateway"); got != 1 {
+		t.Errorf("ratelimit_service_rate_limit_over_limit = %v; want 1", got)
+	}
 	logs := server.logTail()
 	for _, want := range []string{"settings from envoyproxy/ratelimit's environment", "-redis-url from REDIS_SOCKET_TYPE+REDIS_URL", "-config from RUNTIME_ROOT+RUNTIME_SUBDIRECTORY"} {
 		if !strings.Contains(logs, want) {

@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	mode, _ := localtier.ParseMode(o.mode)
 	var tier *localtier.Tier
 	srv, err := rls.NewServer(rls.ServerOptions{
-		Config: o.Config, CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, Logger: log, Registerer: reg,
+		Config: o.Config, CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceMetrics: o.ReferenceMetrics, Logger: log, Registerer: reg,
 		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
 			to := o.tier.Options()
 			to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sopts := rls.ServerOptions{
 		Config: o.Config, StoreTimeout: o.storeTimeout, RedisPipelines: o.writers, FailureMode: mode,
 		LocalShare: o.localShare, MaxWait: o.maxWait, Breaker: o.breaker, MemoryKeys: o.memoryKeys, MemoryBytes: o.memoryBytes,
-		CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, Logger: log, Registerer: reg,
+		CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceMetrics: o.ReferenceMetrics, Logger: log, Registerer: reg,
 	}
 	if client != nil {
 		defer client.Close()

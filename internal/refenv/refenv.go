@@ -145,6 +145,7 @@ func mappings() []mapping {
 		boolVar("QUOTA_MODE", "quota-mode"),
 		boolVar("RESPONSE_DYNAMIC_METADATA", "response-dynamic-metadata"),
 		boolVar("LIMIT_RESPONSE_HEADERS_ENABLED", "legacy-headers"),
+		boolVar("USE_PROMETHEUS", "reference-metrics"),
 	}
 }
 

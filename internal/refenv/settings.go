@@ -75,7 +75,7 @@ func Settings() []Setting {
 		na("EXTRA_TAGS", "see USE_STATSD"),
 		na("STATS_FLUSH_INTERVAL", "see USE_STATSD"),
 		na("DISABLE_STATS", "see USE_STATSD"),
-		na("USE_PROMETHEUS", "always on, on the HTTP listener"),
+		to("USE_PROMETHEUS", "true: the reference's metric names too, on the HTTP listener's /metrics", "reference-metrics"),
 		na("PROMETHEUS_ADDR", "sluice serves /metrics on the HTTP listener (PORT), not on a port of its own"),
 		na("PROMETHEUS_PATH", "/metrics"),
 		na("PROMETHEUS_MAPPER_YAML", "sluice's metric names are its own (README, Metrics)"),

@@ -30,6 +30,7 @@ type Metrics struct {
 	cacheHits      prometheus.Counter
 	logsSuppressed prometheus.Counter
 	Store          *StoreMetrics
+	reference      *referenceMetrics // EnableReferenceMetrics; nil: off
 }
 
 // Bounds on the descriptor label of sluice_detailed_decisions_total, which

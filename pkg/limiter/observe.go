@@ -26,6 +26,14 @@ func (s *Service) observe(d *decision) {
 			values = metricValues(l, b.Request, b.Descriptors[j])
 		}
 		s.opts.Metrics.decision(b.Request.Domain(), l.PolicyName(), result, detailed, values)
+		if s.opts.Metrics != nil && s.opts.Metrics.reference != nil {
+			key := strings.TrimPrefix(l.Path, b.Request.Domain()+".")
+			if detailed {
+				key = strings.Join(values, ".")
+			}
+			it := b.Items[j]
+			s.opts.Metrics.referenceDecision(b.Request.Domain(), key, it.Params, it.Cost, r, l.ShadowMode)
+		}
 		if result == "ok" {
 			continue
 		}

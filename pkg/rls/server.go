@@ -74,6 +74,9 @@ type ServerOptions struct {
 	DynamicMetadata bool
 	// ShadowAll and QuotaAll: see limiter.Options.
 	ShadowAll, QuotaAll bool
+	// ReferenceMetrics adds envoyproxy/ratelimit's metrics on Registerer
+	// (limiter.Metrics.EnableReferenceMetrics).
+	ReferenceMetrics bool
 	// KeyPrefix, LegacyHeaders, RecordAllowed: see limiter.Options.
 	KeyPrefix     string
 	LegacyHeaders bool
@@ -135,6 +138,9 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	var metrics *limiter.Metrics
 	if o.Registerer != nil {
 		metrics = limiter.NewMetrics(o.Registerer)
+		if o.ReferenceMetrics {
+			metrics.EnableReferenceMetrics(o.Registerer)
+		}
 	}
 	if o.CacheSize > 0 {
 		if s.flags, err = flagcache.New(o.CacheSize); err != nil {
