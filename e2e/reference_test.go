@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
 // TestReferenceEnvironment starts the built server with nothing but the
@@ -86,5 +88,52 @@ descriptors:
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs)
 		}
+	}
+}
+
+// TestReferenceEnvironmentXDS starts the built server as Envoy Gateway
+// starts the reference: its config over xDS with mTLS
+// (CONFIG_TYPE=GRPC_XDS_SOTW and its settings), mTLS on the gRPC port,
+// Redis; it serves at once, decides on the first snapshot it gets, and
+// follows the next.
+func TestReferenceEnvironmentXDS(t *testing.T) {
+	rdb := redistest.Start(t)
+	ca := testpki.New(t)
+	cp := xdstest.Start(t, ca, "127.0.0.1:0")
+	cp.NodeID = "envoy-ratelimit"
+	cert, key := ca.Issue(t, "ratelimit", "ratelimit.envoy-gateway-system")
+	envoyCert, envoyKey := ca.Issue(t, "envoy", "envoy.envoy-gateway-system")
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "LOG_FORMAT=json", "USE_STATSD=false",
+		"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL=" + cp.Addr, "CONFIG_GRPC_XDS_NODE_ID=envoy-ratelimit",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=" + ca.Path("ca.pem"),
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT=" + cert, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY=" + key, "CONFIG_GRPC_XDS_SERVER_TLS_SAN=xds.envoy-gateway-system",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG=true",
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0",
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + cert, "GRPC_SERVER_TLS_KEY=" + key, "GRPC_CLIENT_TLS_CACERT=" + ca.Path("ca.pem"),
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + rdb.Addr,
+	}
+	server := startEnv(t, "server", "ratelimit-xds", env, nil)
+	client := tlsClient(t, server.GRPC, ca, envoyCert, envoyKey)
+	ctx := context.Background()
+	limitOf := func() uint32 {
+		resp, err := client.ShouldRateLimit(ctx, descriptors("gateway", "client", "c"))
+		if err != nil {
+			return 0
+		}
+		return resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit()
+	}
+	if resp, err := http.Get("http://" + server.HTTP + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("/readyz before any config = %d; want 503", resp.StatusCode)
+		}
+	}
+	cp.Push("1", xdstest.LimitConfig("gateway", 10))
+	waitFor(t, 5*time.Second, "the first snapshot to decide", func() bool { return limitOf() == 10 })
+	cp.Push("2", xdstest.LimitConfig("gateway", 20))
+	waitFor(t, 5*time.Second, "the next snapshot to decide", func() bool { return limitOf() == 20 })
+	if !strings.Contains(server.logTail(), "-config-xds-server from CONFIG_TYPE") {
+		t.Errorf("the log does not say the xDS source came from the reference's settings:\n%s", server.logTail())
 	}
 }

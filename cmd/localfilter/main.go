@@ -106,7 +106,7 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 	var state resolver.State
 	for _, a := range flagenv.List(o.upstream) {
 		// The address is also the TLS server name unless one is given.
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: hostOf(a)})
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: serve.HostOf(a)})
 	}
 	r.InitialState(state)
 	return grpc.NewClient(r.Scheme()+":///upstream",
@@ -123,14 +123,6 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond,
 		}, MinConnectTimeout: time.Second}),
 	)
-}
-
-// hostOf is the host of a host:port address.
-func hostOf(addr string) string {
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		return host
-	}
-	return addr
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -150,17 +142,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer conn.Close()
 	mode, _ := localtier.ParseMode(o.mode)
 	var tier *localtier.Tier
-	srv, err := rls.NewServer(rls.ServerOptions{
-		Config: o.Config, CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceMetrics: o.ReferenceMetrics, Logger: log, Registerer: reg,
-		Decider: func(flags *flagcache.OverLimit) (limiter.Decider, error) {
-			to := o.tier.Options()
-			to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
-			to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, flags, log, reg
-			t, err := localtier.New(to)
-			tier = t
-			return t, err
-		},
-	})
+	sopts, err := o.ServerOptions(log, reg)
+	if err != nil {
+		return err
+	}
+	sopts.Decider = func(flags *flagcache.OverLimit) (limiter.Decider, error) {
+		to := o.tier.Options()
+		to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
+		to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, flags, log, reg
+		t, err := localtier.New(to)
+		tier = t
+		return t, err
+	}
+	srv, err := rls.NewServer(sopts)
 	if err != nil {
 		if tier != nil {
 			tier.Close()

@@ -32,16 +32,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("-failure-mode: %w", err)
 	}
+	sopts, err := o.ServerOptions(log, reg)
+	if err != nil {
+		return err
+	}
 	client, cluster, err := newRedisClient(o)
 	if err != nil {
 		return err
 	}
 	storeName := "memory"
-	sopts := rls.ServerOptions{
-		Config: o.Config, StoreTimeout: o.storeTimeout, RedisPipelines: o.writers, FailureMode: mode,
-		LocalShare: o.localShare, MaxWait: o.maxWait, Breaker: o.breaker, MemoryKeys: o.memoryKeys, MemoryBytes: o.memoryBytes,
-		CacheSize: o.ServiceCacheSize(), KeyPrefix: o.KeyPrefix, LegacyHeaders: o.LegacyHeaders, DynamicMetadata: o.DynamicMetadata, ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceMetrics: o.ReferenceMetrics, Logger: log, Registerer: reg,
-	}
+	sopts.StoreTimeout, sopts.RedisPipelines, sopts.FailureMode = o.storeTimeout, o.writers, mode
+	sopts.LocalShare, sopts.MaxWait, sopts.Breaker, sopts.MemoryKeys, sopts.MemoryBytes = o.localShare, o.maxWait, o.breaker, o.memoryKeys, o.memoryBytes
 	if client != nil {
 		defer client.Close()
 		countRoundTrips(client, newRoundTrips(reg))
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, readiness), func(g, h net.Addr) {
 		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"store", storeName, "redis_mode", o.redisMode, "failure_mode", failure, "config", o.Config, "config_version", srv.Config().Current().Version())
+			"store", storeName, "redis_mode", o.redisMode, "failure_mode", failure, "config", srv.Config().Source(), "config_version", srv.Config().Current().Version())
 	})
 	if tier != nil {
 		tier.Close() // record the hits admitted so far

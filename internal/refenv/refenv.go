@@ -131,7 +131,8 @@ func boolVar(v, flagName string) mapping {
 
 func mappings() []mapping {
 	return []mapping{
-		{vars: []string{"CONFIG_TYPE", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, set: configSource},
+		{vars: []string{"CONFIG_TYPE", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID",
+			"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"}, set: configSource},
 		hostPort("GRPC_HOST", "GRPC_PORT", "0.0.0.0", "8081", "grpc-addr"),
 		hostPort("HOST", "PORT", "0.0.0.0", "8080", "http-addr"),
 		{vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT"}, set: grpcTLS},
@@ -150,12 +151,13 @@ func mappings() []mapping {
 }
 
 // configSource: the reference reads its config files from
-// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY ("config").
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY ("config"), or
+// with CONFIG_TYPE=GRPC_XDS_SOTW from an xDS server.
 func configSource(get func(string) string) (map[string]string, error) {
 	switch t := strings.ToUpper(get("CONFIG_TYPE")); t {
 	case "", "FILE":
 	case "GRPC_XDS_SOTW":
-		return nil, errors.New("CONFIG_TYPE=GRPC_XDS_SOTW: sluice does not read its config over xDS yet; mount the files and set CONFIG_TYPE=FILE (or -config)")
+		return xdsSource(get)
 	default:
 		return nil, fmt.Errorf("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", t)
 	}
@@ -168,6 +170,34 @@ func configSource(get func(string) string) (map[string]string, error) {
 		app = "config"
 	}
 	return map[string]string{"config": filepath.Join(root, get("RUNTIME_SUBDIRECTORY"), app)}, nil
+}
+
+// xdsSource maps the reference's xDS client settings, with its defaults.
+func xdsSource(get func(string) string) (map[string]string, error) {
+	out := map[string]string{"config-xds-server": "localhost:18000", "config-xds-node-id": "default"}
+	if v := get("CONFIG_GRPC_XDS_SERVER_URL"); v != "" {
+		out["config-xds-server"] = v
+	}
+	if v := get("CONFIG_GRPC_XDS_NODE_ID"); v != "" {
+		out["config-xds-node-id"] = v
+	}
+	if v := get("CONFIG_GRPC_XDS_SERVER_USE_TLS"); v != "" {
+		on, err := truthy(v)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_USE_TLS=%q: %w", v, err)
+		}
+		if on {
+			for flagName, v := range map[string]string{
+				"config-xds-tls-ca": "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "config-xds-tls-cert": "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+				"config-xds-tls-key": "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "config-xds-tls-server-name": "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+			} {
+				if x := get(v); x != "" {
+					out[flagName] = x
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 func grpcTLS(get func(string) string) (map[string]string, error) {

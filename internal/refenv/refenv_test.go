@@ -14,7 +14,8 @@ import (
 func daemonFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	for _, name := range []string{"config", "grpc-addr", "http-addr", "grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca",
+	for _, name := range []string{"config", "config-xds-server", "config-xds-node-id", "config-xds-tls-ca", "config-xds-tls-cert",
+		"config-xds-tls-key", "config-xds-tls-server-name", "grpc-addr", "http-addr", "grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca",
 		"log-level", "log-format", "redis-url", "redis-cluster", "redis-sentinel-master", "redis-sentinel-addrs",
 		"redis-username", "redis-password", "redis-tls-ca", "key-prefix"} {
 		fs.String(name, "", "")
@@ -86,6 +87,28 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
+// TestApplyXDS: Envoy Gateway's settings for the reference's config over
+// xDS with mTLS.
+func TestApplyXDS(t *testing.T) {
+	env := map[string]string{
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key",
+		"RUNTIME_ROOT": "/data", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
+	}
+	fs := daemonFlags()
+	if _, err := Apply(fs, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"config-xds-server": "envoy-gateway:18001", "config-xds-node-id": "envoy-ratelimit",
+		"config-xds-tls-ca": "/certs/ca.crt", "config-xds-tls-cert": "/certs/tls.crt", "config-xds-tls-key": "/certs/tls.key",
+	}
+	if got := values(fs); !mapsEqual(got, want) {
+		t.Errorf("flags\n got %v\nwant %v", got, want)
+	}
+}
+
 func TestApplyRedisKinds(t *testing.T) {
 	cases := []struct {
 		env  map[string]string
@@ -112,7 +135,7 @@ func TestApplyRedisKinds(t *testing.T) {
 func TestApplyRefuses(t *testing.T) {
 	for _, env := range []map[string]string{
 		{"BACKEND_TYPE": "memcache"},
-		{"CONFIG_TYPE": "GRPC_XDS_SOTW"},
+		{"CONFIG_TYPE": "XDS_DELTA"},
 		{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "s1:26379"},
 		{"REDIS_TYPE": "ring", "REDIS_URL": "a:1"},
 		{"SHADOW_MODE": "sometimes"},

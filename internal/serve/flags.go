@@ -38,6 +38,7 @@ type Flags struct {
 	LogFormat          string
 	Grace              time.Duration
 	TLS                GRPCTLS
+	XDS                XDSFlags
 	// FromReference are the flags set from envoyproxy/ratelimit's
 	// environment (Parse).
 	FromReference []refenv.Applied
@@ -60,7 +61,8 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string, getenv func(string) strin
 // Register adds the flags to fs, with the daemon's default listen
 // addresses.
 func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
-	fs.StringVar(&f.Config, "config", "", "descriptor config: a YAML file or a directory of them, in envoyproxy/ratelimit's format (required)")
+	fs.StringVar(&f.Config, "config", "", "descriptor config: a YAML file or a directory of them, in envoyproxy/ratelimit's format (this or -config-xds-server is required)")
+	f.XDS.Register(fs)
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", grpcAddr, "gRPC listen address: RateLimitService (for Envoy), health, reflection")
 	fs.StringVar(&f.HTTPAddr, "http-addr", httpAddr, "admin HTTP listen address: /healthz /readyz /metrics /config /json")
 	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
@@ -81,8 +83,11 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 // flag.
 func (f *Flags) Validate() error {
 	var errs []error
-	if f.Config == "" {
-		errs = append(errs, errors.New("-config is required (a YAML file or a directory; e.g. -config envoy/ratelimit-config)"))
+	switch {
+	case f.Config == "" && f.XDS.Server == "":
+		errs = append(errs, errors.New("-config is required (a YAML file or a directory; e.g. -config envoy/ratelimit-config), or -config-xds-server"))
+	case f.Config != "" && f.XDS.Server != "":
+		errs = append(errs, errors.New("give one of -config and -config-xds-server"))
 	}
 	if f.CacheSize < 0 {
 		errs = append(errs, errors.New("-cache-size must not be negative"))

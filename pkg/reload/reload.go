@@ -70,21 +70,7 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{
-		opts: opts,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_config_reloads_total",
-			Help: "Config loads by result: loaded, unchanged, error (the last good config kept serving).",
-		}, []string{"result"}),
-		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_config_info",
-			Help: "1 for the version of the config being served.",
-		}, []string{"version"}),
-		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_config_last_reload_success_timestamp_seconds",
-			Help: "When a config was last loaded successfully.",
-		}),
-	}
+	w := newWatcher(opts)
 	if opts.Registerer != nil {
 		if err := registerAll(opts.Registerer, w.reloads, w.version, w.lastOK); err != nil {
 			return nil, err
@@ -99,6 +85,24 @@ func New(opts Options) (*Watcher, error) {
 	return w, nil
 }
 
+func newWatcher(opts Options) *Watcher {
+	return &Watcher{
+		opts: opts,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Config loads by result: loaded, unchanged, error (the last good config kept serving).",
+		}, []string{"result"}),
+		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_config_info",
+			Help: "1 for the version of the config being served.",
+		}, []string{"version"}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_success_timestamp_seconds",
+			Help: "When a config was last loaded successfully.",
+		}),
+	}
+}
+
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -108,7 +112,62 @@ func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	return nil
 }
 
-// Current is the config being served; never nil.
+// NewEmpty returns a Watcher serving no config (Current is nil) until a
+// Source applies one: a source other than files, such as an xDS stream.
+// opts.Path names the source in logs.
+func NewEmpty(opts Options) (*Watcher, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := newWatcher(opts)
+	if opts.Registerer != nil {
+		if err := registerAll(opts.Registerer, w.reloads, w.version, w.lastOK); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Source feeds a Watcher configs from somewhere other than its files.
+type Source interface {
+	// Run feeds w until ctx ends: each config it gets goes to w.Apply,
+	// and one it cannot build to w.Reject.
+	Run(ctx context.Context, w *Watcher) error
+}
+
+// Apply swaps cfg in, from a Source; from is where it came from (a
+// version, a stream), for the log.
+func (w *Watcher) Apply(cfg *config.Config, from string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr = nil
+	old := w.Current()
+	if old != nil && cfg.Version() == old.Version() {
+		w.reloads.WithLabelValues("unchanged").Inc()
+		return
+	}
+	w.swap(cfg)
+	w.reloads.WithLabelValues("loaded").Inc()
+	w.opts.Logger.Info("config loaded", "source", w.opts.Path, "from", from, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
+}
+
+// Reject records a config a Source could not build: the last good one
+// keeps serving.
+func (w *Watcher) Reject(err error, from string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reloads.WithLabelValues("error").Inc()
+	w.opts.Logger.Error("config rejected; the last good config keeps serving",
+		"source", w.opts.Path, "from", from, "error", err.Error(), "serving_version", w.Current().Version())
+	w.lastErr = err
+}
+
+// Source is where the configs come from: the path given to New, or the
+// name given to NewEmpty.
+func (w *Watcher) Source() string { return w.opts.Path }
+
+// Current is the config being served; nil only before a Source's first
+// config (NewEmpty).
 func (w *Watcher) Current() *config.Config { return w.current.Load() }
 
 // LastError is the error of the last failed reload since the last good

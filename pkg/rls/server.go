@@ -30,8 +30,12 @@ import (
 type ServerOptions struct {
 	// Config is a descriptor config file or directory, reloaded when it
 	// changes (a bad file is rejected and the last good config kept).
-	// Required.
 	Config string
+	// ConfigSource, in place of Config, feeds the configs from elsewhere
+	// (an xDS stream), named ConfigSourceName; the service has no config,
+	// and answers UNAVAILABLE, until its first.
+	ConfigSource     reload.Source
+	ConfigSourceName string
 
 	// Decider, if set, builds the decider from the flag cache the service
 	// uses (nil when the cache is off): the sidecar's local tier. Otherwise
@@ -105,8 +109,8 @@ type Server struct {
 // NewServer loads the config, builds the stores and the decider, and
 // starts watching the config for changes.
 func NewServer(o ServerOptions) (_ *Server, err error) {
-	if o.Config == "" {
-		return nil, errors.New("rls: ServerOptions.Config is required")
+	if (o.Config == "") == (o.ConfigSource == nil) {
+		return nil, errors.New("rls: give one of ServerOptions.Config and ConfigSource")
 	}
 	if o.Decider != nil && o.Tier != nil {
 		return nil, errors.New("rls: ServerOptions.Decider and Tier are exclusive")
@@ -132,7 +136,12 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 			s.Close() // the Redis writers would outlive a failed NewServer
 		}
 	}()
-	if s.config, err = reload.New(reload.Options{Path: o.Config, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+	if o.ConfigSource != nil {
+		s.config, err = reload.NewEmpty(reload.Options{Path: o.ConfigSourceName, Logger: o.Logger, Registerer: o.Registerer})
+	} else {
+		s.config, err = reload.New(reload.Options{Path: o.Config, Logger: o.Logger, Registerer: o.Registerer})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var metrics *limiter.Metrics
@@ -193,6 +202,12 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	s.Service = NewService(core, sopts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if o.ConfigSource != nil {
+		done := make(chan error, 1)
+		go func() { done <- o.ConfigSource.Run(ctx, s.config); close(done) }()
+		s.done = done
+		return s, nil
+	}
 	if s.done, err = s.config.Watch(ctx); err != nil {
 		o.Logger.Warn("config changes will not be watched", "error", err.Error())
 		err = nil
@@ -272,13 +287,17 @@ func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeM
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		msg := "ready: config " + s.config.Current().Version()
+		serving := "config " + s.config.Current().Version() + " from " + s.config.Source()
+		msg := "ready: " + serving
 		note, ready := s.storeReadiness()
 		if extra != nil {
 			note, ready = extra()
 		}
+		if s.config.Current() == nil {
+			note, ready = "no config yet from "+s.config.Source(), false
+		}
 		if !ready {
-			http.Error(w, "not ready: "+note+"; config "+s.config.Current().Version(), http.StatusServiceUnavailable)
+			http.Error(w, "not ready: "+note+"; "+serving, http.StatusServiceUnavailable)
 			return
 		}
 		if note != "" {
@@ -305,6 +324,7 @@ func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeM
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Sluice-Config-Source", s.config.Source())
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(s.config.Current()); err != nil {
