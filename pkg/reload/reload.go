@@ -129,6 +129,8 @@ func NewEmpty(opts Options) (*Watcher, error) {
 }
 
 // Source feeds a Watcher configs from somewhere other than its files.
+// Run is called once, on its own goroutine; what it shares with others is
+// its implementation's to guard.
 type Source interface {
 	// Run feeds w until ctx ends: each config it gets goes to w.Apply,
 	// and one it cannot build to w.Reject.
