@@ -1,7 +1,8 @@
 // Package reload keeps a descriptor config current: it loads a file or
 // directory, watches it with fsnotify, and swaps a valid new config in
 // atomically. An invalid one is rejected with file, line and reason in
-// the log and a metric, and the last good config keeps serving.
+// the log and a metric, and the last good config keeps serving. A Source
+// feeds configs from elsewhere (an xDS stream) through the same Watcher.
 //
 // It watches the directory (the file's own, or the config directory), not
 // the file: editors that save by rename and Kubernetes ConfigMap updates
