@@ -3,6 +3,7 @@ package refenv
 import (
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,7 +63,7 @@ func TestApply(t *testing.T) {
 		"redis-url": "rediss://user:pa%20ss@redis.svc:6379", "redis-tls-ca": "/certs/redis-ca.crt", "redis-pool-size": "20",
 		"cache-size": "8192", "shadow-mode": "false", "quota-mode": "true", "response-dynamic-metadata": "true",
 	}
-	if got := values(fs); !mapsEqual(got, want) {
+	if got := values(fs); !maps.Equal(got, want) {
 		t.Errorf("flags\n got %v\nwant %v", got, want)
 	}
 	for _, a := range applied {
@@ -73,18 +74,6 @@ func TestApply(t *testing.T) {
 			t.Errorf("-%s applied from no variable", a.Flag)
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestApplyXDS: Envoy Gateway's settings for the reference's config over
@@ -104,7 +93,7 @@ func TestApplyXDS(t *testing.T) {
 		"config-xds-server": "envoy-gateway:18001", "config-xds-node-id": "envoy-ratelimit",
 		"config-xds-tls-ca": "/certs/ca.crt", "config-xds-tls-cert": "/certs/tls.crt", "config-xds-tls-key": "/certs/tls.key",
 	}
-	if got := values(fs); !mapsEqual(got, want) {
+	if got := values(fs); !maps.Equal(got, want) {
 		t.Errorf("flags\n got %v\nwant %v", got, want)
 	}
 }
@@ -125,7 +114,7 @@ func TestApplyRedisKinds(t *testing.T) {
 		if _, err := Apply(fs, func(k string) string { return c.env[k] }); err != nil {
 			t.Fatalf("%v: %v", c.env, err)
 		}
-		if got := values(fs); !mapsEqual(got, c.want) {
+		if got := values(fs); !maps.Equal(got, c.want) {
 			t.Errorf("%v: flags %v; want %v", c.env, got, c.want)
 		}
 	}

@@ -68,14 +68,9 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Poll == 0 {
 		opts.Poll = 30 * time.Second
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	w := newWatcher(opts)
-	if opts.Registerer != nil {
-		if err := registerAll(opts.Registerer, w.reloads, w.version, w.lastOK); err != nil {
-			return nil, err
-		}
+	w, err := NewEmpty(opts)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := config.Load(opts.Path)
 	if err != nil {
