@@ -33,6 +33,7 @@ type Flags struct {
 	ShadowAll          bool
 	QuotaAll           bool
 	ReferenceMetrics   bool
+	ReferenceCounting  bool
 	Pprof              bool
 	LogLevel           string
 	LogFormat          string
@@ -70,6 +71,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.BoolVar(&f.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
 	fs.BoolVar(&f.ShadowAll, "shadow-mode", false, "admit every request, over limit or not, counting as usual (every limit in shadow mode; the reference's SHADOW_MODE)")
 	fs.BoolVar(&f.QuotaAll, "quota-mode", false, "every limit a quota limit: a request fails only when all its limits are over (the reference's QUOTA_MODE; quota_mode in the config)")
+	fs.BoolVar(&f.ReferenceCounting, "reference-counting", false, "count as envoyproxy/ratelimit does: limits that name no algorithm are fixed windows, and every hit counts on every limit, rejected requests' included (for a migration that wants identical numbers first)")
 	fs.BoolVar(&f.ReferenceMetrics, "reference-metrics", false, "also export envoyproxy/ratelimit's per-limit metrics under its Prometheus names (ratelimit_service_rate_limit_total_hits and the rest), for its dashboards and alerts")
 	fs.BoolVar(&f.DynamicMetadata, "response-dynamic-metadata", false, "add to every answer the dynamic metadata the reference's RESPONSE_DYNAMIC_METADATA adds: domain, descriptors and the metadata of the descriptors that passed")
 	fs.BoolVar(&f.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")

@@ -75,6 +75,7 @@ func (f *Flags) ServerOptions(log *slog.Logger, reg prometheus.Registerer) (rls.
 		Config: f.Config, ConfigSource: src, ConfigSourceName: name,
 		CacheSize: f.ServiceCacheSize(), KeyPrefix: f.KeyPrefix, LegacyHeaders: f.LegacyHeaders,
 		DynamicMetadata: f.DynamicMetadata, ShadowAll: f.ShadowAll, QuotaAll: f.QuotaAll, ReferenceMetrics: f.ReferenceMetrics,
-		Logger: log, Registerer: reg,
+		ReferenceCounting: f.ReferenceCounting,
+		Logger:            log, Registerer: reg,
 	}, nil
 }

@@ -120,6 +120,12 @@ const (
 	// zero-cost check right after recording would: Allowed iff one more
 	// unit fits, RetryAfter until it does (however deep the debt).
 	Force
+	// Count consumes the cost whether it fits or not, and judges the
+	// request as Take would have: envoyproxy/ratelimit's counting, where
+	// every hit counts, rejected ones included. The Result is Take's
+	// verdict, with what is left after the hits (and, on a rejection, the
+	// wait they impose); the debt is capped as Force's.
+	Count
 )
 
 // Result is one decision. Durations are in microseconds.
@@ -174,9 +180,19 @@ type State struct {
 // records, and the wait it imposes on a key, is bounded whatever cost it
 // sends; every duration in a Result is at most MaxDuration.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	if mode == Force {
+	switch mode {
+	case Force:
 		s, _ = decide(s, p, now, cost, Force)
 		_, r := decide(s, p, now, 0, Take)
+		return s, r
+	case Count:
+		_, verdict := decide(s, p, now, cost, Take)
+		s, _ = decide(s, p, now, cost, Force)
+		_, r := decide(s, p, now, 0, Take)
+		r.Allowed = verdict.Allowed
+		if r.Allowed {
+			r.RetryAfter = 0
+		}
 		return s, r
 	}
 	return decide(s, p, now, cost, Take)

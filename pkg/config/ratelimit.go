@@ -78,6 +78,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		if rl.Algorithm, err = algorithm.ParseKind(s); err != nil {
 			return rl, nil, w.errorf(f.val, "%v", err)
 		}
+		rl.AlgorithmSet = true
 	}
 
 	if f, ok := set("unit_multiplier"); ok {

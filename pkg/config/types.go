@@ -130,7 +130,10 @@ type RateLimit struct {
 	RequestsPerUnit uint32
 	Unlimited       bool
 	Algorithm       algorithm.Kind
-	Burst           uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
+	// AlgorithmSet: the file names the algorithm (Algorithm is otherwise
+	// the default, a token bucket).
+	AlgorithmSet bool
+	Burst        uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
 }
 
 // Blocks reports whether the limit denies every request: the reference's

@@ -83,10 +83,14 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 				Cost:   rng.Int64N(4),
 				Shadow: rng.IntN(8) == 0,
 			}
-			if rng.IntN(20) == 0 {
+			switch rng.IntN(20) {
+			case 0:
 				// Recorded hits, up to past the debt cap.
 				items[i].Mode = algorithm.Force
 				items[i].Cost = rng.Int64N(3*items[i].Params.Limit + 1)
+			case 1, 2:
+				// The reference's counting: every hit counts.
+				items[i].Mode = algorithm.Count
 			}
 		}
 		want := make([]Result, n)
@@ -161,8 +165,11 @@ func TestDifferentialFusedRequests(t *testing.T) {
 			for i := range items {
 				k := rng.IntN(2 * len(params)) // two keys per limit, so requests collide
 				items[i] = Item{Key: Key(prefix, fmt.Sprint(k)), Params: params[k%len(params)], Cost: rng.Int64N(3), Shadow: rng.IntN(8) == 0}
-				if rng.IntN(10) == 0 {
+				switch rng.IntN(10) {
+				case 0:
 					items[i].Mode = algorithm.Force
+				case 1:
+					items[i].Mode = algorithm.Count
 				}
 			}
 			w := make([]Result, len(items))

@@ -23,6 +23,7 @@ const (
 const (
 	flagForce  = 1
 	flagShadow = 2
+	flagCount  = 4
 )
 
 // appendRequest packs one request of items at now (µs; negative for the
@@ -33,8 +34,11 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 	for i := range items {
 		it := &items[i]
 		var flags byte
-		if it.Mode == algorithm.Force {
+		switch it.Mode {
+		case algorithm.Force:
 			flags |= flagForce
+		case algorithm.Count:
+			flags |= flagCount
 		}
 		if it.Shadow {
 			flags |= flagShadow

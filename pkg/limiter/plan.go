@@ -119,12 +119,19 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 				cost = int64(c) // an explicit 0 checks without consuming
 			}
 			p := l.RateLimit.Params()
+			if s.opts.ReferenceCounting && !l.RateLimit.AlgorithmSet {
+				p.Kind, p.Burst = algorithm.FixedWindow, p.Limit // the reference's only algorithm
+			}
 			key := s.appendKey(buf[:0], domain, l, p, req, i)
 			d.itemOf[i] = len(d.batch.Items)
 			// A quota limit never holds the others back (answer decides
 			// whether quotas fail the request): the store treats it as a
 			// shadow one.
-			d.batch.Items = append(d.batch.Items, algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode || s.opts.QuotaAll})
+			it := algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode || s.opts.QuotaAll}
+			if s.opts.ReferenceCounting {
+				it.Mode = algorithm.Count // a sidecar's records are Force (decide)
+			}
+			d.batch.Items = append(d.batch.Items, it)
 			d.batch.Limits = append(d.batch.Limits, l)
 			d.batch.Descriptors = append(d.batch.Descriptors, i)
 			d.overridden = append(d.overridden, overrides&(1<<i) != 0)

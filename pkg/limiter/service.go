@@ -99,6 +99,11 @@ type Options struct {
 	// usual (the reference's SHADOW_MODE); QuotaAll makes every limit a
 	// quota limit (its QUOTA_MODE; config.Limit.QuotaMode).
 	ShadowAll, QuotaAll bool
+	// ReferenceCounting counts as envoyproxy/ratelimit does: a limit whose
+	// config names no algorithm is a fixed window, and every hit counts,
+	// those of rejected requests included, on every limit of the request
+	// (algorithm.Count).
+	ReferenceCounting bool
 	// Shares, if set, hands sidecars their allowances on tight keys
 	// (DecideOptions.Demand). Unset, every allowance is -1: none.
 	Shares *share.Tracker

@@ -169,3 +169,77 @@ func TestGlobalModes(t *testing.T) {
 		t.Errorf("quota mode, the only limit over: %s; want OVER_LIMIT", got)
 	}
 }
+
+// TestReferenceCounting: with limiter.Options.ReferenceCounting a limit
+// that names no algorithm counts as the reference's fixed window, and
+// every hit counts on every limit, a rejected request's included; without
+// it, a request one limit rejects costs the others nothing.
+func TestReferenceCounting(t *testing.T) {
+	cfg := mustConfig(t, `domain: edge
+descriptors:
+  - key: tight
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: wide
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: bucket
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token_bucket}
+`)
+	both := request(desc("tight", "t"), desc("wide", "w"))
+	for _, c := range []struct {
+		reference bool
+		want      []string // the codes of three requests, then what wide has left
+	}{
+		{true, []string{"OK:OK,OK", "OVER_LIMIT:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OK"}},
+		{false, []string{"OK:OK,OK", "OVER_LIMIT:OVER_LIMIT,OK", "OVER_LIMIT:OVER_LIMIT,OK"}},
+	} {
+		h := start(t, limiter.Options{Config: func() *config.Config { return cfg }, ReferenceCounting: c.reference})
+		for i, want := range c.want {
+			if got := codesOf(h.call(t, both)); got != want {
+				t.Errorf("reference %v, request %d: %s; want %s", c.reference, i+1, got, want)
+			}
+		}
+		left := h.call(t, request(desc("wide", "w"))).GetStatuses()[0].GetLimitRemaining()
+		// The reference counted all four requests on wide (5 − 4 = 1);
+		// sluice only the admitted two (the first, and this one: 3).
+		want := uint32(3)
+		if c.reference {
+			want = 1
+		}
+		if left != want {
+			t.Errorf("reference %v: wide has %d left after the requests; want %d", c.reference, left, want)
+		}
+	}
+}
+
+// TestReferenceCountingFixedWindow: with ReferenceCounting a limit that
+// names no algorithm turns over with the clock's minute, as the
+// reference's fixed window does; a token bucket would still be empty.
+func TestReferenceCountingFixedWindow(t *testing.T) {
+	cfg := mustConfig(t, `domain: edge
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 4}
+`)
+	for _, reference := range []bool{true, false} {
+		h := start(t, limiter.Options{Config: func() *config.Config { return cfg }, ReferenceCounting: reference})
+		minute := int64(60_000_000)
+		h.store.now.Store(1000*minute - 100_000) // 0.1 s before a minute turns
+		for i := range 5 {
+			want := "OK:OK"
+			if i == 4 {
+				want = "OVER_LIMIT:OVER_LIMIT"
+			}
+			if got := codesOf(h.call(t, request(desc("k", "x")))); got != want {
+				t.Fatalf("reference %v, request %d: %s; want %s", reference, i+1, got, want)
+			}
+		}
+		h.store.now.Store(1000*minute + 100_000) // 0.1 s after
+		want := "OVER_LIMIT:OVER_LIMIT"          // a token bucket refilled a hundredth of a token
+		if reference {
+			want = "OK:OK" // a new fixed window
+		}
+		if got := codesOf(h.call(t, request(desc("k", "x")))); got != want {
+			t.Errorf("reference %v, after the minute turned: %s; want %s", reference, got, want)
+		}
+	}
+}

@@ -76,8 +76,8 @@ type ServerOptions struct {
 	CacheSize int
 	// DynamicMetadata: see WithDynamicMetadata.
 	DynamicMetadata bool
-	// ShadowAll and QuotaAll: see limiter.Options.
-	ShadowAll, QuotaAll bool
+	// ShadowAll, QuotaAll and ReferenceCounting: see limiter.Options.
+	ShadowAll, QuotaAll, ReferenceCounting bool
 	// ReferenceMetrics adds envoyproxy/ratelimit's metrics on Registerer
 	// (limiter.Metrics.EnableReferenceMetrics).
 	ReferenceMetrics bool
@@ -190,7 +190,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
 		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed, Shares: shares,
-		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll,
+		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting,
 	})
 	if err != nil {
 		return nil, err

@@ -119,12 +119,23 @@ end
 
 -- decide runs an item's algorithm, as pkg/algorithm.Decide: force records
 -- the cost even where it does not fit and answers as a zero-cost check
--- right after would: for the next request.
-local function decide(st, p, now, cost, force)
+-- right after would: for the next request; count records it too, but
+-- answers with the verdict a take would have given (the reference's
+-- counting), and what is left after.
+local function decide(st, p, now, cost, force, count)
   local a = algorithm_of(p.kind)
-  if force then
+  if force or count then
+    local verdict
+    if count then
+      local _, v = a.decide(st, p, now, cost, false)
+      verdict = v.allowed
+    end
     st = a.decide(st, p, now, cost, true)
     local _, r = a.decide(st, p, now, 0, false)
+    if count then
+      r.allowed = verdict
+      if verdict then r.retry = 0 end
+    end
     return st, r
   end
   return a.decide(st, p, now, cost, false)

@@ -12,7 +12,8 @@
 --           once per call, so the requests of one call share an instant),
 --           n (H, its items), then per item ITEM: kind (B, pkg/algorithm.Kind:
 --           the ALGORITHMS table), flags (B: 1 force, consume even when it
---           does not fit; 2 shadow), limit, window µs, burst, cost (d)
+--           does not fit; 2 shadow; 4 count, consume and judge as a take),
+--           limit, window µs, burst, cost (d)
 -- Returns one string: per request now (d; -1 when its decision failed,
 -- the error in Redis's log), then per item REPLY: allowed (B), remaining,
 -- retry µs, reset µs (d).
@@ -48,7 +49,7 @@ local function decide_request(k, pos, n, now, out)
       items[i] = it
     end
     it.key, it.kind, it.limit, it.window, it.burst, it.cost = KEYS[k + i - 1], kind, limit, window, burst, cost
-    it.force, it.shadow = flags % 2 == 1, flags >= 2
+    it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
   end
 
   for i = 1, n do
@@ -62,13 +63,13 @@ local function decide_request(k, pos, n, now, out)
       loaded[i] = load_state(items[i], scratch[i])
       st = loaded[i]
     end
-    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force)
+    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force, items[i].count)
   end
 
   local vetoed = false
   for i = 1, n do
     local r = results[i]
-    if not r.allowed and not items[i].shadow and not items[i].force then vetoed = true end
+    if not r.allowed and not items[i].shadow and not items[i].force and not items[i].count then vetoed = true end
   end
 
   if vetoed then
