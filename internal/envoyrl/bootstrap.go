@@ -22,6 +22,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"gopkg.in/yaml.v3"
 
 	// Every typed_config in sluice's bootstraps names one of these types.
@@ -57,19 +58,29 @@ func IsBootstrap(data []byte) (bool, error) {
 // aliases resolved, unknown fields an error, every typed_config resolved to
 // its registered type.
 func ParseBootstrap(data []byte) (*bootstrapv3.Bootstrap, error) {
+	b := &bootstrapv3.Bootstrap{}
+	if err := ParseYAML(data, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ParseYAML reads one of Envoy's YAML documents into m as Envoy's loader
+// does: unknown fields are an error, and every Any must resolve to a
+// registered type.
+func ParseYAML(data []byte, m proto.Message) error {
 	doc, err := yamlToJSONValue(data)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	js, err := json.Marshal(doc)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(js, b); err != nil {
-		return nil, fmt.Errorf("not a valid envoy.config.bootstrap.v3.Bootstrap: %w", err)
+	if err := protojson.Unmarshal(js, m); err != nil {
+		return fmt.Errorf("not a valid %s: %w", proto.MessageName(m), err)
 	}
-	return b, nil
+	return nil
 }
 
 // yamlToJSONValue decodes one YAML document (anchors and aliases resolved,

@@ -40,6 +40,7 @@ type (
 		RequestsPerUnit uint32   `json:"requests_per_unit,omitempty"`
 		WindowSeconds   int64    `json:"window_seconds,omitempty"`
 		Burst           uint32   `json:"burst,omitempty"`
+		CountRefused    bool     `json:"count_refused,omitempty"`
 		Replaces        []string `json:"replaces,omitempty"`
 		// Shared: per entry, the wildcard its matches share (share_threshold).
 		Shared []string `json:"shared_values,omitempty"`
@@ -78,6 +79,7 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 				jl.UnitMultiplier = r.UnitMultiplier
 				jl.RequestsPerUnit = r.RequestsPerUnit
 				jl.WindowSeconds = int64(r.Window().Seconds())
+				jl.CountRefused = r.CountRefused
 				if r.HasBurst() {
 					jl.Burst = r.Burst // the other algorithms have no burst
 				}

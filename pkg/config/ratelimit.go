@@ -39,7 +39,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 	if rl.Unlimited {
 		// The reference rejects only a unit here; sluice rejects every field
 		// that would otherwise be silently ignored.
-		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier"} {
+		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier", "count_refused"} {
 			if f, ok := set(name); ok {
 				return rl, nil, w.errorf(f.key, "unlimited: true cannot be combined with %s", name)
 			}
@@ -81,6 +81,11 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		rl.AlgorithmSet = true
 	}
 
+	if f, ok := set("count_refused"); ok {
+		if rl.CountRefused, err = w.boolean(f.val, "count_refused"); err != nil {
+			return rl, nil, err
+		}
+	}
 	if f, ok := set("unit_multiplier"); ok {
 		if rl.UnitMultiplier, err = w.integer(f.val, "unit_multiplier"); err != nil {
 			return rl, nil, err

@@ -134,6 +134,10 @@ type RateLimit struct {
 	// the default, a token bucket).
 	AlgorithmSet bool
 	Burst        uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
+	// CountRefused: the hits of a refused request count too (a charge
+	// known after the fact, such as a response's LLM tokens): the key goes
+	// into debt, within one capacity, and is refused until it is repaid.
+	CountRefused bool
 }
 
 // Blocks reports whether the limit denies every request: the reference's

@@ -128,7 +128,7 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 			// whether quotas fail the request): the store treats it as a
 			// shadow one.
 			it := algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode || s.opts.QuotaAll}
-			if s.opts.ReferenceCounting {
+			if s.opts.ReferenceCounting || l.RateLimit.CountRefused {
 				it.Mode = algorithm.Count // a sidecar's records are Force (decide)
 			}
 			d.batch.Items = append(d.batch.Items, it)
