@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"time"
+	_ "time/tzdata" // calendar limits: time zones whatever the image carries
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	_ "time/tzdata" // calendar limits: time zones whatever the image carries
 
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"

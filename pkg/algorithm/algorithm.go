@@ -80,6 +80,11 @@ type Params struct {
 	Limit  int64
 	Window int64
 	Burst  int64
+	// Origin, in µs, is where the windows of fixed_window and
+	// sliding_window start: Origin + k × Window. 0 aligns them on the epoch,
+	// as envoyproxy/ratelimit does; a calendar limit sets it to its
+	// period's start (config.CalendarPeriod).
+	Origin int64
 }
 
 // MaxWindow is the longest window, in µs: 100 years of 365 days.
@@ -99,6 +104,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("window %dµs: must be 1µs to %dµs", p.Window, int64(MaxWindow))
 	case p.Kind.HasBurst() && p.Burst < 1:
 		return fmt.Errorf("burst %d: must be at least 1", p.Burst)
+	case p.Origin < 0 || p.Origin > MaxDuration:
+		return fmt.Errorf("origin %dµs: must be 0 to %dµs", p.Origin, int64(MaxDuration))
 	}
 	if v := kinds[p.Kind].validate; v != nil {
 		return v(p)

@@ -1,9 +1,10 @@
 package algorithm
 
-// windowStart is the epoch-aligned start of the window holding now: the
+// windowStart is the start of the window holding now, the windows
+// starting at origin + k × window: with origin 0, epoch-aligned, the
 // windows envoyproxy/ratelimit uses (now / divider * divider), in µs.
-func windowStart(now, window int64) int64 {
-	r := now % window
+func windowStart(now, window, origin int64) int64 {
+	r := (now - origin) % window
 	if r < 0 {
 		r += window
 	}
@@ -13,7 +14,7 @@ func windowStart(now, window int64) int64 {
 // fixedWindow keeps one counter per epoch-aligned window. It admits up to
 // twice the limit across a boundary; that is its documented flaw.
 func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	start := windowStart(now, p.Window)
+	start := windowStart(now, p.Window, p.Origin)
 	var count int64
 	if s.Exists && s.T >= start {
 		// s.T > start only when the clock went back: keep the later
@@ -39,7 +40,7 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 // fixedWindowRefund takes cost off the window a take at taken counted it
 // in, if that window is still the key's.
 func fixedWindowRefund(s State, p Params, taken, cost int64) State {
-	if s.Exists && s.T == windowStart(taken, p.Window) {
+	if s.Exists && s.T == windowStart(taken, p.Window, p.Origin) {
 		s.A = max(0, s.A-cost)
 	}
 	return s

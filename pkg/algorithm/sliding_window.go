@@ -4,7 +4,7 @@ package algorithm
 // window's count plus the previous window's count weighted by the share
 // of the previous window still inside the rolling window.
 func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	start := windowStart(now, p.Window)
+	start := windowStart(now, p.Window, p.Origin)
 	var curr, prev int64
 	if s.Exists {
 		switch {
@@ -60,7 +60,7 @@ func slidingWindowRefund(s State, p Params, taken, cost int64) State {
 	if !s.Exists {
 		return s
 	}
-	switch start := windowStart(taken, p.Window); s.T {
+	switch start := windowStart(taken, p.Window, p.Origin); s.T {
 	case start:
 		s.A = max(0, s.A-cost)
 	case start + p.Window:

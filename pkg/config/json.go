@@ -41,6 +41,7 @@ type (
 		WindowSeconds   int64    `json:"window_seconds,omitempty"`
 		Burst           uint32   `json:"burst,omitempty"`
 		CountRefused    bool     `json:"count_refused,omitempty"`
+		Calendar        string   `json:"calendar,omitempty"`
 		Replaces        []string `json:"replaces,omitempty"`
 		// Shared: per entry, the wildcard its matches share (share_threshold).
 		Shared []string `json:"shared_values,omitempty"`
@@ -80,6 +81,9 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 				jl.RequestsPerUnit = r.RequestsPerUnit
 				jl.WindowSeconds = int64(r.Window().Seconds())
 				jl.CountRefused = r.CountRefused
+				if r.Calendar != nil {
+					jl.Calendar = r.Calendar.String()
+				}
 				if r.HasBurst() {
 					jl.Burst = r.Burst // the other algorithms have no burst
 				}

@@ -20,7 +20,7 @@ var (
 	fileFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
 		"quota_mode", "share_threshold", "value_to_metric", "metadata"}
-	rateLimitFields = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier", "count_refused"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar"}
 	replacesFields  = []string{"name"}
 )
 

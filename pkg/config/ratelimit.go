@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
@@ -39,7 +40,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 	if rl.Unlimited {
 		// The reference rejects only a unit here; sluice rejects every field
 		// that would otherwise be silently ignored.
-		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier", "count_refused"} {
+		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar"} {
 			if f, ok := set(name); ok {
 				return rl, nil, w.errorf(f.key, "unlimited: true cannot be combined with %s", name)
 			}
@@ -95,6 +96,18 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		}
 	}
 
+	if f, ok := set("calendar"); ok {
+		zone, err := w.str(f.val, "calendar")
+		if err != nil {
+			return rl, nil, err
+		}
+		if rl.Calendar, err = time.LoadLocation(zone); err != nil || zone == "" {
+			return rl, nil, w.errorf(f.val, "calendar %q: not a time zone (want an IANA name such as Europe/Paris, or UTC)", zone)
+		}
+		if rl.Algorithm != algorithm.FixedWindow || rl.UnitMultiplier != 1 {
+			return rl, nil, w.errorf(f.key, "calendar applies to algorithm: fixed_window with no unit_multiplier (its windows are the calendar's)")
+		}
+	}
 	rl.Burst = rl.RequestsPerUnit
 	if f, ok := set("burst"); ok {
 		if !rl.Algorithm.HasBurst() {

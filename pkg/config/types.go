@@ -138,6 +138,11 @@ type RateLimit struct {
 	// known after the fact, such as a response's LLM tokens): the key goes
 	// into debt, within one capacity, and is refused until it is repaid.
 	CountRefused bool
+	// Calendar, if set, aligns a fixed window on this zone's calendar:
+	// months from the 1st at midnight, days from midnight, weeks from
+	// Monday (CalendarPeriod), in place of epoch-aligned windows of 30-day
+	// months and 24-hour days.
+	Calendar *time.Location
 }
 
 // Blocks reports whether the limit denies every request: the reference's

@@ -101,7 +101,7 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 			continue
 		}
 		c.keys = append(c.keys, it.Key)
-		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Cost)
+		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Cost, it.Params.Origin)
 	}
 	if len(c.keys) == 0 {
 		r.calls.Put(c)

@@ -54,6 +54,8 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 		{Kind: kind, Limit: 7, Window: 3 * sec, Burst: 5},
 		{Kind: kind, Limit: 100, Window: 60 * sec, Burst: 100},
 		{Kind: kind, Limit: 3, Window: sec, Burst: 1},
+		// Windows that start off the epoch, as a calendar limit's do.
+		{Kind: kind, Limit: 4, Window: 7 * sec, Burst: 4, Origin: 1_780_000_000*sec + 123_457},
 	}
 	if backward {
 		// States that outlive the run: hour windows, slow refill.
@@ -151,7 +153,8 @@ func TestDifferentialFusedRequests(t *testing.T) {
 	for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
 		params = append(params,
 			algorithm.Params{Kind: kind, Limit: 5, Window: 3600 * sec, Burst: 4},
-			algorithm.Params{Kind: kind, Limit: 40, Window: 7200 * sec, Burst: 40})
+			algorithm.Params{Kind: kind, Limit: 40, Window: 7200 * sec, Burst: 40},
+			algorithm.Params{Kind: kind, Limit: 6, Window: 5400 * sec, Burst: 6, Origin: 1_779_999_000*sec + 777})
 	}
 	now := int64(1_780_000_003)*sec + rng.Int64N(sec)
 	fused, compared := 0, 0

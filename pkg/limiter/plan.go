@@ -119,6 +119,12 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 				cost = int64(c) // an explicit 0 checks without consuming
 			}
 			p := l.RateLimit.Params()
+			if loc := l.RateLimit.Calendar; loc != nil {
+				// This period of the calendar; the store rolls to the next
+				// at this length if its clock is already past the end.
+				start, end := config.CalendarPeriod(s.opts.Now(), l.RateLimit.Unit, loc)
+				p.Origin, p.Window = start.UnixMicro(), end.Sub(start).Microseconds()
+			}
 			if s.opts.ReferenceCounting && !l.RateLimit.AlgorithmSet {
 				p.Kind, p.Burst = algorithm.FixedWindow, p.Limit // the reference's only algorithm
 			}

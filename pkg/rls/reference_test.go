@@ -3,6 +3,7 @@ package rls
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -241,5 +242,42 @@ descriptors:
 		if got := codesOf(h.call(t, request(desc("k", "x")))); got != want {
 			t.Errorf("reference %v, after the minute turned: %s; want %s", reference, got, want)
 		}
+	}
+}
+
+// TestCalendarMonth: a fixed window on Paris's calendar turns at midnight
+// on the 1st, local time, and says so in Retry-After; the reference's
+// 30-day month does not.
+func TestCalendarMonth(t *testing.T) {
+	cfg := mustConfig(t, `domain: edge
+descriptors:
+  - key: calendar
+    rate_limit: {unit: month, requests_per_unit: 2, algorithm: fixed_window, calendar: Europe/Paris}
+  - key: days30
+    rate_limit: {unit: month, requests_per_unit: 2, algorithm: fixed_window}
+`)
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
+	before := time.Date(2026, 1, 31, 23, 59, 59, 500_000_000, paris)
+	h.store.now.Store(before.UnixMicro())
+	for _, key := range []string{"calendar", "days30"} {
+		for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
+			if got := codesOf(h.call(t, request(desc(key, "tenant")))); got != want {
+				t.Fatalf("%s request %d: %s; want %s", key, i+1, got, want)
+			}
+		}
+	}
+	if got := headers(h.call(t, request(desc("calendar", "tenant"))))["Retry-After"]; got != "1" {
+		t.Errorf("Retry-After half a second before the 1st: %q; want 1", got)
+	}
+	h.store.now.Store(before.Add(time.Second).UnixMicro()) // 1 February, 00:00:00.5 in Paris
+	if got := codesOf(h.call(t, request(desc("calendar", "tenant")))); got != "OK:OK" {
+		t.Errorf("the calendar month on the 1st: %s; want OK", got)
+	}
+	if got := codesOf(h.call(t, request(desc("days30", "tenant")))); got != "OVER_LIMIT:OVER_LIMIT" {
+		t.Errorf("the 30-day month on the 1st: %s; want still OVER_LIMIT", got)
 	}
 }

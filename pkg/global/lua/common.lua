@@ -29,8 +29,11 @@ local function num(x)
   return string.format('%.17g', x)
 end
 
-local function window_start(now, window)
-  return now - math.fmod(now, window)
+-- window_start: windows start at origin + k × window (origin 0: on the epoch).
+local function window_start(now, window, origin)
+  local r = math.fmod(now - origin, window)
+  if r < 0 then r = r + window end
+  return now - r
 end
 
 -- ALGORITHMS maps a kind (pkg/algorithm.Kind) to its module: a table

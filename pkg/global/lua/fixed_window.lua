@@ -2,7 +2,7 @@
 local fixed_window = { fields = { 't', 'a' } }
 
 function fixed_window.decide(st, p, now, cost, force)
-  local start = window_start(now, p.window)
+  local start = window_start(now, p.window, p.origin)
   local count = 0
   if st.exists and st.t >= start then start, count = st.t, st.a end
   local n = need(cost)
@@ -19,6 +19,6 @@ end
 
 -- fixedWindowRefund: off the window the take counted it in, if still the key's.
 function fixed_window.refund(st, p, taken, cost)
-  if st.t == window_start(taken, p.window) then st.a = math.max(0, st.a - cost) end
+  if st.t == window_start(taken, p.window, p.origin) then st.a = math.max(0, st.a - cost) end
   return st
 end

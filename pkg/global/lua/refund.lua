@@ -4,7 +4,7 @@
 -- pkg/algorithm.Refund.
 -- KEYS[i] the state of item i
 -- ARGV[1] the `now` the take ran at (its reply's first element)
--- ARGV[2+4(i-1) ...] per item: kind, limit, window µs, cost
+-- ARGV[2+5(i-1) ...] per item: kind, limit, window µs, cost, origin µs
 
 -- refund_state gives back what a take of item.cost at taken consumed, as
 -- pkg/algorithm.Refund does, leaving the key's expiry as it was.
@@ -22,13 +22,14 @@ end
 
 local taken = tonumber(ARGV[1])
 for i = 1, #KEYS do
-  local b = 2 + (i - 1) * 4
+  local b = 2 + (i - 1) * 5
   refund_state({
     key = KEYS[i],
     kind = tonumber(ARGV[b]),
     limit = tonumber(ARGV[b + 1]),
     window = tonumber(ARGV[b + 2]),
     cost = tonumber(ARGV[b + 3]),
+    origin = tonumber(ARGV[b + 4]),
   }, taken)
 end
 return {}

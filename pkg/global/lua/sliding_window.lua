@@ -2,7 +2,7 @@
 local sliding_window = { fields = { 't', 'a', 'b' } }
 
 function sliding_window.decide(st, p, now, cost, force)
-  local start = window_start(now, p.window)
+  local start = window_start(now, p.window, p.origin)
   local curr, prev = 0, 0
   if st.exists then
     if st.t >= start then
@@ -47,7 +47,7 @@ end
 -- slidingWindowRefund: off the current window, or the previous one if a
 -- window has turned since the take.
 function sliding_window.refund(st, p, taken, cost)
-  local start = window_start(taken, p.window)
+  local start = window_start(taken, p.window, p.origin)
   if st.t == start then
     st.a = math.max(0, st.a - cost)
   elseif st.t == start + p.window then
