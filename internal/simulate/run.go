@@ -131,13 +131,14 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 	res := &Result{Domain: opts.Domain, Algorithm: opts.Under.String(), Requests: int64(len(trace)), BucketMicros: bucket}
 	index := make(map[*config.Limit]int32)
 	var params []algorithm.Params
+	var limits []config.RateLimit
 	for _, l := range cfg.Limits() {
 		if l.Domain != opts.Domain {
 			continue
 		}
 		rl := opts.Under.apply(l.RateLimit)
 		index[l] = int32(len(res.Limits))
-		params = append(params, rl.Params())
+		params, limits = append(params, rl.Params()), append(limits, rl)
 		res.Limits = append(res.Limits, newLimitReport(l, rl))
 	}
 	if len(trace) > 0 {
@@ -170,7 +171,7 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 		}
 		li := index[l]
 		rep := &res.Limits[li]
-		key = appendStateKey(key[:0], opts.Domain, l.Path, req.Entries)
+		key = appendStateKey(key[:0], opts.Domain, l.Path, shared(req.Entries, l.Shared))
 		k := keys[string(key)]
 		if k == nil {
 			k = &keyState{limit: li}
@@ -185,7 +186,8 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 			// requests_per_unit: 0 denies without state, as the server does.
 		default:
 			var r algorithm.Result
-			k.state, r = algorithm.Decide(k.state, params[li], req.Time, req.cost(), algorithm.Take)
+			p, mode := decideAs(params[li], limits[li], req.Time)
+			k.state, r = algorithm.Decide(k.state, p, req.Time, req.cost(), mode)
 			ok = r.Allowed
 		}
 		res.decisions[i] = decision{limit: li, admitted: ok}
@@ -270,4 +272,33 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// decideAs is how the server decides a request at now on limit rl, with
+// params p: a calendar limit in its period, a count_refused one counting
+// every hit.
+func decideAs(p algorithm.Params, rl config.RateLimit, now int64) (algorithm.Params, algorithm.Mode) {
+	if rl.Calendar != nil && p.Kind == algorithm.FixedWindow {
+		start, end := config.CalendarPeriod(time.UnixMicro(now), rl.Unit, rl.Calendar)
+		p.Origin, p.Window = start.UnixMicro(), end.Sub(start).Microseconds()
+	}
+	if rl.CountRefused {
+		return p, algorithm.Count
+	}
+	return p, algorithm.Take
+}
+
+// shared is entries as the server counts them: an entry matched by a
+// share_threshold wildcard by the wildcard (config.Limit.Shared).
+func shared(entries []config.Entry, patterns []string) []config.Entry {
+	if patterns == nil {
+		return entries
+	}
+	out := slices.Clone(entries)
+	for i := range out {
+		if i < len(patterns) && patterns[i] != "" {
+			out[i].Value = patterns[i]
+		}
+	}
+	return out
 }

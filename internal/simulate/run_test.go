@@ -264,3 +264,56 @@ func TestRunWorstSpansPerKey(t *testing.T) {
 		t.Errorf("keys %d, admitted %d, worst second %d, worst window %d; want 2, 6, 3, 3", l.Keys, l.Admitted, l.WorstSecond, l.WorstWindow)
 	}
 }
+
+// TestRunKnowsTheServersRules: the simulator decides as the server does
+// on count_refused (a charge that does not fit still spends the budget),
+// share_threshold (one counter for a wildcard's matches) and calendar
+// windows (a month turning on the 1st in the zone, not every 30 days).
+func TestRunKnowsTheServersRules(t *testing.T) {
+	cfg := parseConfig(t, `domain: test
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 1000, algorithm: fixed_window, count_refused: true}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 1000, algorithm: fixed_window}
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
+  - key: monthly
+    rate_limit: {unit: month, requests_per_unit: 1, algorithm: fixed_window, calendar: Europe/Paris}
+`)
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := int64(time.Second / time.Microsecond)
+	t0 := time.Date(2026, 1, 31, 23, 59, 0, 0, paris).UnixMicro()
+	req := func(at int64, key, value string, cost int64) Request {
+		return Request{Time: at, Entries: []config.Entry{{Key: key, Value: value}}, Cost: cost}
+	}
+	trace := []Request{
+		// A budget charged 300, 5,000 (over: counted with count_refused),
+		// then checked.
+		req(t0, "tenant", "a", 300), req(t0+sec, "tenant", "a", 5000), req(t0+2*sec, "tenant", "a", 1),
+		req(t0, "plain", "a", 300), req(t0+sec, "plain", "a", 5000), req(t0+2*sec, "plain", "a", 1),
+		// Three files under one shared counter of 2.
+		req(t0, "files", "files/a", 1), req(t0+sec, "files", "files/b", 1), req(t0+2*sec, "files", "files/c", 1),
+		// A monthly limit of 1 on Paris's calendar: 31 January, then 1 February.
+		req(t0, "monthly", "m", 1), req(t0+30*sec, "monthly", "m", 1), req(t0+90*sec, "monthly", "m", 1),
+	}
+	res, err := Run(cfg, trace, Options{Domain: "test", Bucket: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := map[string]int64{}
+	for _, l := range res.Limits {
+		admitted[l.Path] = l.Admitted
+	}
+	want := map[string]int64{"test.tenant": 1, "test.plain": 2, "test.files_files/*": 2, "test.monthly": 2}
+	for path, n := range want {
+		if admitted[path] != n {
+			t.Errorf("%s admitted %d; want %d (all: %v)", path, admitted[path], n, admitted)
+		}
+	}
+}
