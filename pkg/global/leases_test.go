@@ -1,0 +1,101 @@
+package global
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+type leases interface {
+	Acquire(ctx context.Context, key, id string, limit int64, ttl time.Duration) (bool, int64, time.Duration, error)
+	Release(ctx context.Context, key, id string) error
+}
+
+func leaseStores(t *testing.T) map[string]leases {
+	return map[string]leases{
+		"memory": NewMemoryLeases(0, nil),
+		"redis":  NewRedisLeases(redistest.Start(t).Client(t)),
+	}
+}
+
+// TestLeasesNeverExceedTheLimit: 64 goroutines take and release slots of
+// one key with a limit of 5: never more than 5 are held at once, and the
+// slots are used.
+func TestLeasesNeverExceedTheLimit(t *testing.T) {
+	for name, l := range leaseStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var inFlight, most, got atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 40 {
+						id := fmt.Sprint(g, ".", i)
+						ok, held, _, err := l.Acquire(ctx, "k-"+name, id, 5, 10*time.Second)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if held > 5 {
+							t.Errorf("held %d of 5", held)
+						}
+						if !ok {
+							continue
+						}
+						got.Add(1)
+						n := inFlight.Add(1)
+						for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+						}
+						time.Sleep(100 * time.Microsecond)
+						inFlight.Add(-1)
+						if err := l.Release(ctx, "k-"+name, id); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if most.Load() > 5 {
+				t.Errorf("%d held at once; the limit is 5", most.Load())
+			}
+			if got.Load() < 40 {
+				t.Errorf("only %d slots taken in 2,560 tries", got.Load())
+			}
+			t.Logf("%s: %d of 2,560 tries took a slot, at most %d at once", name, got.Load(), most.Load())
+		})
+	}
+}
+
+// TestLeaseExpires: a holder that never releases frees its slot within
+// the TTL, and a full key says when the first slot frees.
+func TestLeaseExpires(t *testing.T) {
+	for name, l := range leaseStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			const ttl = 300 * time.Millisecond
+			for i := range 2 {
+				if ok, _, _, err := l.Acquire(ctx, "dead-"+name, fmt.Sprint("crashed", i), 2, ttl); !ok || err != nil {
+					t.Fatalf("slot %d: %v, %v", i, ok, err)
+				}
+			}
+			ok, held, retry, err := l.Acquire(ctx, "dead-"+name, "next", 2, ttl)
+			if ok || err != nil || held != 2 || retry <= 0 || retry > ttl {
+				t.Fatalf("a full key: %v, held %d, retry %v, %v; want refused, 2 held, a retry within the TTL", ok, held, retry, err)
+			}
+			time.Sleep(retry + 50*time.Millisecond)
+			if ok, _, _, err := l.Acquire(ctx, "dead-"+name, "next", 2, ttl); !ok || err != nil {
+				t.Fatalf("after the TTL: %v, %v; want a slot", ok, err)
+			}
+			if _, _, _, err := l.Acquire(ctx, "k", "id", 0, ttl); err == nil {
+				t.Error("limit 0: no error")
+			}
+		})
+	}
+}

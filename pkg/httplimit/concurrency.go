@@ -1,0 +1,102 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/limiter"
+)
+
+// Leases are concurrency slots a request holds while it runs:
+// global.RedisLeases (shared by every replica) or global.MemoryLeases.
+//
+// They are called from every request's goroutine: an implementation must
+// be safe for concurrent use (both are).
+type Leases interface {
+	Acquire(ctx context.Context, key, id string, limit int64, ttl time.Duration) (ok bool, held int64, retry time.Duration, err error)
+	Release(ctx context.Context, key, id string) error
+}
+
+// ConcurrencyOptions configure a concurrency limit. Leases, Key and Limit
+// are required. Concurrency copies them; what they name is used from every
+// request's goroutine and must be safe for concurrent use.
+type ConcurrencyOptions struct {
+	Leases Leases
+	// Key names whose slots a request takes (a client, a tenant); a request
+	// it gives none for is not limited.
+	Key Source
+	// Limit is how many requests of one key may run at once.
+	Limit int64
+	// TTL bounds how long a slot is held if its request never releases it
+	// (a crashed process): it should be longer than the slowest request.
+	// Default 1 minute.
+	TTL time.Duration
+	// Name names the limit in X-RateLimit-Reason and the key prefix.
+	// Default "concurrency".
+	Name string
+	// Logger gets the store's failures, on which requests are served (a
+	// limiter that errors fails open). Default: discard.
+	Logger *slog.Logger
+}
+
+// Concurrency returns middleware that lets at most Limit requests of a key
+// run at once: each takes a slot before the handler runs and gives it back
+// when the handler returns; one that finds none gets 429 with a
+// Retry-After of when the first slot frees at the latest. Envoy cannot
+// release a slot (its rate limit filter calls once per request), so this
+// limit lives in the service itself.
+func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) {
+	if o.Leases == nil || o.Key == nil || o.Limit < 1 {
+		return nil, errors.New("httplimit: ConcurrencyOptions need Leases, Key and a Limit of at least 1")
+	}
+	if o.TTL <= 0 {
+		o.TTL = time.Minute
+	}
+	if o.Name == "" {
+		o.Name = "concurrency"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k, ok := o.Key(r)
+			if !ok {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// The value as the limiter counts it: a long one by its digest.
+			key, id := "sluice:"+o.Name+":"+limiter.EntryValue(k), rand.Text()
+			got, _, retry, err := o.Leases.Acquire(r.Context(), key, id, o.Limit, o.TTL)
+			if err != nil {
+				o.Logger.Warn("concurrency limit unavailable; serving", "limit", o.Name, "error", err.Error())
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !got {
+				w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(retry.Seconds()))), 10))
+				w.Header().Set("X-RateLimit-Reason", fmt.Sprintf("%s: %d requests at once", o.Name, o.Limit))
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusTooManyRequests)
+				fmt.Fprintf(w, "%s\n", http.StatusText(http.StatusTooManyRequests))
+				return
+			}
+			defer func() {
+				// Released even when the client went away, within a bound.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+				defer cancel()
+				if err := o.Leases.Release(ctx, key, id); err != nil {
+					o.Logger.Warn("concurrency slot not released; it frees at its TTL", "limit", o.Name, "error", err.Error())
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}, nil
+}
