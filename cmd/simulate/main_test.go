@@ -273,3 +273,22 @@ func TestAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestRunConcurrencyFlag: -concurrency holds each key to that many
+// requests at once, each for the duration the trace gives it.
+func TestRunConcurrencyFlag(t *testing.T) {
+	dir := t.TempDir()
+	cfg := write(t, dir, "login.yaml", limitConfig)
+	trace := write(t, dir, "trace.csv", "time,entries,cost,duration\n0,remote_address=10.0.0.1,,5\n1,remote_address=10.0.0.1,,5\n6,remote_address=10.0.0.1,,1\n")
+	code, out, errs := runCmd("run", "-config", cfg, "-domain", "login", "-trace", trace, "-concurrency", "1")
+	if code != exitOK {
+		t.Fatalf("run = %d: %s", code, errs)
+	}
+	// The second starts while the first runs: refused; the third after it.
+	if !strings.Contains(fields(out), "login.remote_address fixed_window 3/10s 1 3 2 1 (1 at once)") {
+		t.Errorf("output:\n%s", out)
+	}
+	if code, _, _ := runCmd("run", "-config", cfg, "-domain", "login", "-trace", trace, "-concurrency", "-1"); code == exitOK {
+		t.Error("-concurrency -1 accepted")
+	}
+}

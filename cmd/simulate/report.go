@@ -31,8 +31,12 @@ func writeRunText(w io.Writer, source string, runs []*simulate.Result, cmp *simu
 			if l.WindowMicros > 0 {
 				worstWindow = strconv.FormatInt(l.WorstWindow, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n",
-				l.Path, algorithmOf(l), rate(l), l.Keys, l.Offered, l.Admitted, l.Rejected, l.WorstSecond, worstWindow)
+			rejected := strconv.FormatInt(l.Rejected, 10)
+			if l.ConcurrencyRejected > 0 {
+				rejected += " (" + strconv.FormatInt(l.ConcurrencyRejected, 10) + " at once)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n",
+				l.Path, algorithmOf(l), rate(l), l.Keys, l.Offered, l.Admitted, rejected, l.WorstSecond, worstWindow)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -22,8 +22,9 @@ any 1 s span and in any span of the limit's window. With -compare, the
 trace is replayed a second time, from fresh state, under another algorithm
 and the requests the two decided differently are counted.
 
-Trace CSV columns: time,entries,cost (time in seconds or RFC 3339; entries
-key=value;key=value; cost optional, default 1). Patterns: steady, bursty,
+Trace CSV columns: time,entries,cost,duration (time in seconds or RFC 3339;
+entries key=value;key=value; cost optional, default 1; duration in seconds,
+optional, for -concurrency). Patterns: steady, bursty,
 boundary, many; their requests carry one entry, -key=10.0.0.N. Flags:
 `
 
@@ -32,6 +33,7 @@ type runFlags struct {
 	config, domain, trace, svg string
 	under, compare             string
 	bucket                     time.Duration
+	concurrency                int64
 	json                       bool
 	pattern                    simulate.Pattern
 }
@@ -43,7 +45,8 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("run", runSynopsis, stderr)
 	fs.StringVar(&f.config, "config", "", "descriptor config `path`: a YAML file or a directory of them (required)")
 	fs.StringVar(&f.domain, "domain", "", "domain the requests are sent in (default: the config's only domain)")
-	fs.StringVar(&f.trace, "trace", "", "trace `file` in CSV (time,entries,cost)")
+	fs.StringVar(&f.trace, "trace", "", "trace `file` in CSV (time,entries,cost,duration)")
+	fs.Int64Var(&f.concurrency, "concurrency", 0, "also hold each key to this many requests at once (httplimit.Concurrency), each for its duration in the trace")
 	fs.StringVar(&f.pattern.Kind, "pattern", "", "generate the trace: "+strings.Join(simulate.Patterns(), ", "))
 	fs.DurationVar(&f.pattern.Duration, "duration", time.Minute, "pattern: length of the trace")
 	fs.Float64Var(&f.pattern.Rate, "rate", 0, "pattern: requests/s of the client (steady), of each client in a burst (bursty), the clients' mean (many); 0: the rate, on average, of the limit the first client matches")
@@ -100,7 +103,11 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 
-	opts := simulate.Options{Domain: f.domain, Under: a, Bucket: f.bucket}
+	if f.concurrency < 0 {
+		fmt.Fprintln(stderr, "-concurrency must not be negative")
+		return 2
+	}
+	opts := simulate.Options{Domain: f.domain, Under: a, Bucket: f.bucket, Concurrency: f.concurrency}
 	var (
 		runs []*simulate.Result
 		cmp  *simulate.Comparison

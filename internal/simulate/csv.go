@@ -31,14 +31,15 @@ func (e *LineError) Error() string {
 
 // ReadCSV reads a trace in CSV: one request per line, with the columns
 //
-//	time,entries,cost
+//	time,entries,cost,duration
 //
 // time is seconds as a decimal (12.345; digits past microseconds are
 // dropped) or an RFC 3339 timestamp (2026-01-02T15:04:05.123Z). entries are
 // key=value pairs separated by ';' (remote_address=10.0.0.1;path=/x); a
 // value may contain '=' or be empty, as the server accepts, but a key may
-// not. cost is a positive integer and
-// may be left out (1). A first line whose time column reads "time" is a
+// not. cost is a positive integer and may be left out (1); duration is
+// how long the request ran, in seconds, and may be left out (instant). A
+// first line whose time column reads "time" is a
 // header; lines starting with '#' are comments; fields may be quoted as
 // CSV allows, for values holding commas.
 //
@@ -87,8 +88,8 @@ func ReadCSV(name string, r io.Reader) ([]Request, error) {
 
 func parseRecord(rec []string) (Request, error) {
 	var req Request
-	if len(rec) < 2 || len(rec) > 3 {
-		return req, fmt.Errorf("%d columns; want time,entries[,cost]", len(rec))
+	if len(rec) < 2 || len(rec) > 4 {
+		return req, fmt.Errorf("%d columns; want time,entries[,cost[,duration]]", len(rec))
 	}
 	var err error
 	if req.Time, err = parseTime(strings.TrimSpace(rec[0])); err != nil {
@@ -107,8 +108,20 @@ func parseRecord(rec []string) (Request, error) {
 			req.Cost = n
 		}
 	}
+	if len(rec) == 4 {
+		if d := strings.TrimSpace(rec[3]); d != "" {
+			secs, err := strconv.ParseFloat(d, 64)
+			if err != nil || !(secs >= 0 && secs <= maxDuration) {
+				return req, fmt.Errorf("duration %q: want seconds from 0 to %d, or nothing", d, int64(maxDuration))
+			}
+			req.Duration = int64(secs * 1e6)
+		}
+	}
 	return req, nil
 }
+
+// maxDuration bounds a request's duration in a trace, in seconds: a day.
+const maxDuration = 24 * 3600
 
 // parseTime reads decimal seconds exactly, digit by digit (a float64 would
 // round 1767225600.000001 to another microsecond), else RFC 3339.

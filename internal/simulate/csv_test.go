@@ -76,8 +76,9 @@ func TestReadCSVErrors(t *testing.T) {
 		{"trailing ;", "1,a=b;\n", []string{`trace.csv:1: entry 2 "": want key=value`}},
 		{"cost zero", "1,a=b,0\n", []string{`trace.csv:1: cost "0": want an integer from 1`}},
 		{"cost not a number", "1,a=b,x\n", []string{`trace.csv:1: cost "x"`}},
-		{"too few columns", "1\n", []string{"trace.csv:1: 1 columns; want time,entries[,cost]"}},
-		{"too many columns", "1,a=b,1,2\n", []string{"trace.csv:1: 4 columns"}},
+		{"too few columns", "1\n", []string{"trace.csv:1: 1 columns; want time,entries[,cost[,duration]]"}},
+		{"too many columns", "1,a=b,1,2,3\n", []string{"trace.csv:1: 5 columns"}},
+		{"a negative duration", "1,a=b,1,-2\n", []string{"trace.csv:1: duration \"-2\""}},
 		{"bad quote", "1,\"a=b\n", []string{"trace.csv:1:"}},
 		{"every bad line, good ones skipped", "x,a=b\n1,a=b\n2,a=b,-1\n3,\n", []string{
 			"trace.csv:1: time", "trace.csv:3: cost", "trace.csv:4: entries"}},

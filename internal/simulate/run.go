@@ -24,6 +24,10 @@ type Options struct {
 	Under Under
 	// Bucket is the width of the time series' buckets; zero means 1s.
 	Bucket time.Duration
+	// Concurrency, if set, also holds each key of a limit to this many
+	// requests at once (httplimit.Concurrency), each admitted request
+	// holding a slot for its Duration.
+	Concurrency int64
 }
 
 // maxBuckets bounds a time series, so that a long trace with a small
@@ -77,6 +81,9 @@ type LimitReport struct {
 	Offered  int64 `json:"offered"`
 	Admitted int64 `json:"admitted"`
 	Rejected int64 `json:"rejected"`
+	// ConcurrencyRejected counts, among Rejected, those the rate limit
+	// admitted and Options.Concurrency refused.
+	ConcurrencyRejected int64 `json:"concurrency_rejected,omitempty"`
 	// WorstSecond is the most hits one key had admitted in any span of one
 	// second, and WorstWindow in any span of the limit's window (zero when
 	// unlimited): exact, over admitted requests' times, not over buckets.
@@ -101,6 +108,18 @@ type keyState struct {
 	state algorithm.State
 	limit int32
 	hits  []hit
+	ends  []int64 // with Options.Concurrency: when the requests running end
+}
+
+// slot takes a concurrency slot at now for a request ending at end, if
+// fewer than limit are running.
+func (k *keyState) slot(now, end, limit int64) bool {
+	k.ends = slices.DeleteFunc(k.ends, func(e int64) bool { return e <= now })
+	if int64(len(k.ends)) >= limit {
+		return false
+	}
+	k.ends = append(k.ends, end)
+	return true
 }
 
 // hit is one admitted request.
@@ -189,6 +208,10 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 			p, mode := decideAs(params[li], limits[li], req.Time)
 			k.state, r = algorithm.Decide(k.state, p, req.Time, req.cost(), mode)
 			ok = r.Allowed
+		}
+		if ok && opts.Concurrency > 0 && !k.slot(req.Time, req.Time+req.Duration, opts.Concurrency) {
+			ok = false
+			rep.ConcurrencyRejected++
 		}
 		res.decisions[i] = decision{limit: li, admitted: ok}
 		b := &rep.Series[(req.Time-res.StartMicros)/bucket]

@@ -317,3 +317,28 @@ descriptors:
 		}
 	}
 }
+
+// TestRunConcurrency: with Options.Concurrency each key runs at most that
+// many requests at once, each holding its slot for its duration.
+func TestRunConcurrency(t *testing.T) {
+	cfg := parseConfig(t, `domain: test
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`)
+	sec := int64(time.Second / time.Microsecond)
+	req := func(at, dur int64) Request {
+		return Request{Time: at, Entries: []config.Entry{{Key: "tenant", Value: "a"}}, Duration: dur}
+	}
+	// Two slots: the third overlapping request is refused; once the first
+	// ends at 2 s, the fourth runs.
+	trace := []Request{req(0, 2*sec), req(sec/2, 10*sec), req(sec, sec), req(2*sec, sec)}
+	res, err := Run(cfg, trace, Options{Domain: "test", Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := res.Limits[0]
+	if l.Admitted != 3 || l.ConcurrencyRejected != 1 || l.Rejected != 1 {
+		t.Errorf("admitted %d, rejected %d (%d by concurrency); want 3, 1 (1)", l.Admitted, l.Rejected, l.ConcurrencyRejected)
+	}
+}

@@ -23,6 +23,10 @@ type Request struct {
 	// Cost is the request's hits_addend; zero means 1, as it does for
 	// Envoy's request-level hits_addend.
 	Cost int64
+	// Duration is how long the request ran, in microseconds (0: not known,
+	// taken as instant): what a concurrency limit (Options.Concurrency)
+	// holds a slot for.
+	Duration int64
 }
 
 // cost is what the request consumes.
