@@ -44,7 +44,7 @@ func listPackages(t *testing.T) map[string]pkgInfo {
 }
 
 // core is what decides without a wire or a store.
-var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share"}
+var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share", "pkg/topkeys"}
 
 // forbiddenInCore: no gRPC, no protobuf, no Envoy messages, no Redis
 // client, transitively.
@@ -95,13 +95,14 @@ var allowed = map[string][]string{
 	"pkg/localbucket": {},
 	"pkg/flagcache":   {},
 	"pkg/share":       {},
+	"pkg/topkeys":     {},
 	"pkg/wire":        {},
 	"pkg/retry":       {},
 	"pkg/config":      {"pkg/algorithm"},
 	"pkg/reload":      {"pkg/config", "pkg/algorithm"},
 	"pkg/global":      {"pkg/algorithm"},
-	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share"},
-	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/wire"},
+	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
+	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire"},
 	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share"},
 	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }

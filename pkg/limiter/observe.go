@@ -2,8 +2,11 @@ package limiter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/pkg/config"
 )
@@ -36,6 +39,9 @@ func (s *Service) observe(d *decision) {
 		}
 		if result == "ok" {
 			continue
+		}
+		if s.opts.TopKeys != nil {
+			s.opts.TopKeys.Refused(l.PolicyName(), shownKey(b.Request, b.Descriptors[j]))
 		}
 		ok, dropped := s.logs.allow(s.opts.Now())
 		if !ok {
@@ -89,4 +95,38 @@ func metricValues(l *config.Limit, req Request, i int) []string {
 		values = append(values, key+"_"+value)
 	}
 	return values
+}
+
+// shownKey is a descriptor as operators see it: key=value pairs, a value
+// shown as sent when short and printable, else by digest.
+func shownKey(req Request, i int) string {
+	var b strings.Builder
+	for k := range req.Entries(i) {
+		key, value := req.Entry(i, k)
+		if k > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(shown(key))
+		b.WriteByte('=')
+		b.WriteString(shown(value))
+	}
+	return b.String()
+}
+
+// maxShown is the longest value shown as sent.
+const maxShown = 64
+
+func shown(v string) string {
+	ok := len(v) <= maxShown
+	for _, r := range v {
+		if !ok || r < 0x20 || r == 0x7f || r == utf8.RuneError || r == ';' || r == '=' {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/share"
+	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
 // Decider decides all the limits of one request at once.
@@ -104,6 +105,9 @@ type Options struct {
 	// those of rejected requests included, on every limit of the request
 	// (algorithm.Count).
 	ReferenceCounting bool
+	// TopKeys, if set, counts each refusal by limit and key (pkg/topkeys),
+	// for operators to see who is being limited.
+	TopKeys *topkeys.Tracker
 	// Shares, if set, hands sidecars their allowances on tight keys
 	// (DecideOptions.Demand). Unset, every allowance is -1: none.
 	Shares *share.Tracker

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/share"
+	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
 // ServerOptions assemble a whole rate limit service: the server's, the
@@ -100,6 +102,7 @@ type Server struct {
 	config  *reload.Watcher
 	flags   *flagcache.OverLimit
 	store   *limiter.StoreDecider // on Redis; nil otherwise
+	top     *topkeys.Tracker      // the keys refused most, per limit
 	redis   *global.Redis
 	cancel  context.CancelFunc
 	done    <-chan error
@@ -187,10 +190,11 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	s.top = topkeys.New(topkeys.Options{})
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
 		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed, Shares: shares,
-		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting,
+		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting, TopKeys: s.top,
 	})
 	if err != nil {
 		return nil, err
@@ -280,7 +284,7 @@ type Readiness func() (note string, ready bool)
 // Admin is the admin routes both daemons serve: /healthz, /readyz (the
 // config version and last reload; the store's state, or extra's when
 // set), /healthcheck (the reference's: "OK" when ready), /metrics from
-// gather, /config and /json.
+// gather, /debug/top (the keys refused most, per limit), /config and /json.
 func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -322,6 +326,16 @@ func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeM
 		fmt.Fprint(w, "OK")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	// Who is being limited: per limit, the keys refused most over the last
+	// five minutes (a fixed-memory sketch; counts within its stated error).
+	mux.HandleFunc("GET /debug/top", func(w http.ResponseWriter, r *http.Request) {
+		n := 20
+		if v, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && v > 0 {
+			n = min(v, 64)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"minutes": 5, "limits": s.top.Top(n)})
+	})
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Sluice-Config-Source", s.config.Source())
