@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/refenv"
 )
 
 // binaries are built once per test binary run, by TestMain.
@@ -119,8 +121,9 @@ func (p *proc) launch(grpcAddr, httpAddr string) error {
 		args = p.args // the environment says it all
 	}
 	cmd := exec.Command(p.bin, args...)
-	if p.env != nil {
-		cmd.Env = p.env
+	cmd.Env = p.env
+	if p.env == nil {
+		cmd.Env = ownEnviron()
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The kernel kills the child if the test binary dies without cleanups.
@@ -366,4 +369,24 @@ func saturate(t *testing.T) {
 		}()
 	}
 	t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
+// ownEnviron is this process's environment without the variables the
+// daemons would read as settings (SLUICE_ ones, envoyproxy/ratelimit's):
+// a machine that happens to set REDIS_URL or PORT must not change what a
+// test starts.
+func ownEnviron() []string {
+	ref := map[string]bool{}
+	for _, s := range refenv.Settings() {
+		ref[s.Var] = true
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if ref[name] || strings.HasPrefix(name, "SLUICE_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
