@@ -160,23 +160,22 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 const maxRateText = 32
 
 func allowanceList(a *limiter.Answer) string {
-	var b []byte
-	for i := range a.Statuses {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, a.Statuses[i].Allowance, 'f', -1, 64)
-	}
-	return string(b)
+	return statusList(a, func(b []byte, st *limiter.Status) []byte { return strconv.AppendFloat(b, st.Allowance, 'f', -1, 64) })
 }
 
 func retryList(a *limiter.Answer) string {
+	return statusList(a, func(b []byte, st *limiter.Status) []byte { return strconv.AppendInt(b, st.RetryAfter, 10) })
+}
+
+// statusList is the sidecar metadata form of one figure per status:
+// comma-separated, in the descriptors' order.
+func statusList(a *limiter.Answer, appendOne func([]byte, *limiter.Status) []byte) string {
 	var b []byte
 	for i := range a.Statuses {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, a.Statuses[i].RetryAfter, 10)
+		b = appendOne(b, &a.Statuses[i])
 	}
 	return string(b)
 }
