@@ -2,6 +2,8 @@ package rls
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -91,5 +93,40 @@ func TestSidecarAllowance(t *testing.T) {
 	plain := h.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: req.Descriptors[:1]})
 	if codesOf(plain) != "OVER_LIMIT:OVER_LIMIT" {
 		t.Errorf("after the records: %s; want OVER_LIMIT", codesOf(plain))
+	}
+}
+
+// TestSidecarDemandHostile: demand reports a hostile caller could send —
+// huge, negative, NaN and infinite rates, an id too long, an interval past any bound, a report thousands of
+// figures long — never panic, never refuse the record, and give either
+// no allowance or one within the pool.
+func TestSidecarDemandHostile(t *testing.T) {
+	tr, err := share.New(share.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, limiter.Options{Shares: tr})
+	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "hostile")}}
+	for _, md := range [][]string{
+		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, "1e308"},
+		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, "-5"},
+		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, "NaN"},
+		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, "+Inf"},
+		{SidecarIDKey, strings.Repeat("x", 500), IntervalKey, "10000", DemandKey, "5"}, // gRPC carries printable ASCII only here
+		{SidecarIDKey, "s", IntervalKey, "9223372036854775807", DemandKey, "5"},
+		{SidecarIDKey, "s", IntervalKey, "-1", DemandKey, "5"},
+		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, strings.Repeat("1,", 5000) + "1"},
+	} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), append([]string{SidecarKey, SidecarRecord}, md...)...)
+		var hdr metadata.MD
+		if _, err := h.client.ShouldRateLimit(ctx, req, grpc.Header(&hdr)); err != nil {
+			t.Fatalf("report %q: %v; the hits must be recorded", md, err)
+		}
+		for _, v := range hdr.Get(AllowanceKey) {
+			a, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(a == -1 || (a >= 0 && a <= 3)) {
+				t.Errorf("report %q: allowance %q; want none (-1) or within the limit of 3", md, v)
+			}
+		}
 	}
 }
