@@ -8,6 +8,8 @@ command -v redis-server   >/dev/null || need+=(redis-server)
 command -v redis-cli      >/dev/null || need+=(redis-tools)
 command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# The admin page test drives a real headless browser (chromedp).
+command -v chromium       >/dev/null || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
@@ -164,12 +165,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer srv.Close()
 	defer tier.Close()
-	admin := srv.Admin(reg, func() (string, bool) {
-		// Ready either way: without the upstream the sidecar decides locally.
-		if !tier.Healthy() {
-			return "upstream unavailable (deciding locally at the fallback share)", true
-		}
-		return "upstream reachable", true
+	admin := srv.Admin(reg, rls.AdminOptions{
+		Daemon: "sluice localfilter",
+		Readiness: func() (string, bool) {
+			// Ready either way: without the upstream the sidecar decides locally.
+			if !tier.Healthy() {
+				return "upstream unavailable (deciding locally at the fallback share)", true
+			}
+			return "upstream reachable", true
+		},
+		Sections: func() []console.Section {
+			st := tier.Status()
+			st.Fields = append([]console.Field{{Name: "upstream address", Value: o.upstream}}, st.Fields...)
+			return []console.Section{st}
+		},
 	})
 	err = o.Serve(ctx, log, srv.Service, admin, func(g, h net.Addr) {
 		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
@@ -94,7 +95,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if tier != nil {
 		failure = "local (cached)"
 	}
-	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, readiness), func(g, h net.Addr) {
+	admin := rls.AdminOptions{Daemon: "sluice server", Readiness: readiness}
+	if tier != nil {
+		admin.Sections = func() []console.Section {
+			st := tier.Status()
+			st.Title = "Cached mode: decided in process, recorded to Redis in batches"
+			return []console.Section{st}
+		}
+	}
+	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, admin), func(g, h net.Addr) {
 		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
 			"store", storeName, "redis_mode", o.redisMode, "failure_mode", failure, "config", srv.Config().Source(), "config_version", srv.Config().Current().Version())
 	})

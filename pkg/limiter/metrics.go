@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the service's Prometheus metrics, all prefixed sluice_.
@@ -128,6 +129,27 @@ func (m *StoreMetrics) failureModeDecision(mode FailureMode) {
 	if m != nil {
 		m.failureMode.WithLabelValues(mode.String()).Inc()
 	}
+}
+
+// RequestCodes are the outcomes sluice_requests_total counts, in the
+// order RequestTotals reads them.
+func RequestCodes() []string { return []string{"ok", "over_limit", "invalid", "denied", "error"} }
+
+// RequestTotals reads sluice_requests_total for each of RequestCodes:
+// what a page charting requests by result samples.
+func (m *Metrics) RequestTotals() []float64 {
+	codes := RequestCodes()
+	out := make([]float64, len(codes))
+	if m == nil {
+		return out
+	}
+	var pb dto.Metric
+	for i, code := range codes {
+		if err := m.requests.WithLabelValues(code).Write(&pb); err == nil {
+			out[i] = pb.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 func (m *Metrics) request(code string) {

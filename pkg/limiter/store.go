@@ -188,6 +188,9 @@ func errString(err error) string {
 // Healthy reports whether the store is answering (the breaker is closed).
 func (d *StoreDecider) Healthy() bool { return d.breaker.State() == breaker.Closed }
 
+// State is the store's breaker state.
+func (d *StoreDecider) State() breaker.State { return d.breaker.State() }
+
 // Mode is the failure mode.
 func (d *StoreDecider) Mode() FailureMode { return d.opts.Mode }
 

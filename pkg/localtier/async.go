@@ -171,6 +171,7 @@ func (t *Tier) flush(buf []entry) []entry {
 	}
 	wg.Wait()
 	t.m.flush.Observe(time.Since(start).Seconds())
+	t.lastFlush.set(start, time.Since(start), len(buf), failed.Load())
 	if failed.Load() {
 		t.br.Failure(probe, failure.Load().(error))
 	} else {

@@ -115,6 +115,8 @@ type Tier struct {
 	// server's breaker with the sidecar's settings: see New).
 	br   *breaker.Breaker
 	base time.Time
+	// lastFlush is the last flush that sent hits, for Status.
+	lastFlush flushed
 
 	kick chan struct{}
 	stop chan struct{}

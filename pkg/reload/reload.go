@@ -54,6 +54,7 @@ type Watcher struct {
 	current atomic.Pointer[config.Config]
 	mu      sync.Mutex // serialises reloads
 	lastErr error
+	status  Status // guarded by mu
 
 	reloads *prometheus.CounterVec
 	version *prometheus.GaugeVec
@@ -78,6 +79,7 @@ func New(opts Options) (*Watcher, error) {
 		return nil, err
 	}
 	w.swap(cfg)
+	w.result("loaded", nil) // not yet shared: no lock needed
 	return w, nil
 }
 
@@ -141,11 +143,11 @@ func (w *Watcher) Apply(cfg *config.Config, from string) {
 	w.lastErr = nil
 	old := w.Current()
 	if old != nil && cfg.Version() == old.Version() {
-		w.reloads.WithLabelValues("unchanged").Inc()
+		w.result("unchanged", nil)
 		return
 	}
 	w.swap(cfg)
-	w.reloads.WithLabelValues("loaded").Inc()
+	w.result("loaded", nil)
 	w.opts.Logger.Info("config loaded", "source", w.opts.Path, "from", from, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
 }
 
@@ -154,7 +156,7 @@ func (w *Watcher) Apply(cfg *config.Config, from string) {
 func (w *Watcher) Reject(err error, from string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.reloads.WithLabelValues("error").Inc()
+	w.result("error", err)
 	w.opts.Logger.Error("config rejected; the last good config keeps serving",
 		"source", w.opts.Path, "from", from, "error", err.Error(), "serving_version", w.Current().Version())
 	w.lastErr = err
@@ -176,7 +178,43 @@ func (w *Watcher) LastError() error {
 	return w.lastErr
 }
 
+// Status is what a Watcher has done: where its configs come from, the one
+// being served and since when, and the last load attempt's result.
+//
+// A plain value, safe to share between goroutines.
+type Status struct {
+	Source string `json:"source"`
+	// Version is the served config's; "" before the first.
+	Version  string    `json:"version"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// LastAttempt is the last load or reload, its LastResult loaded,
+	// unchanged or error (LastError saying why: the served config is
+	// then still the last good one).
+	LastAttempt time.Time `json:"last_attempt"`
+	LastResult  string    `json:"last_result"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// Status reports what the Watcher has done.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.status
+	st.Source, st.Version = w.opts.Path, w.Current().Version()
+	return st
+}
+
+// result records a load attempt; the caller holds mu.
+func (w *Watcher) result(result string, err error) {
+	w.reloads.WithLabelValues(result).Inc()
+	w.status.LastAttempt, w.status.LastResult, w.status.LastError = time.Now(), result, ""
+	if err != nil {
+		w.status.LastError = err.Error()
+	}
+}
+
 func (w *Watcher) swap(cfg *config.Config) {
+	w.status.LoadedAt = time.Now()
 	old := w.current.Swap(cfg)
 	if old != nil {
 		w.version.DeleteLabelValues(old.Version())
@@ -192,7 +230,7 @@ func (w *Watcher) Reload() error {
 	defer w.mu.Unlock()
 	cfg, err := config.Load(w.opts.Path)
 	if err != nil {
-		w.reloads.WithLabelValues("error").Inc()
+		w.result("error", err)
 		if w.lastErr == nil || w.lastErr.Error() != err.Error() {
 			w.opts.Logger.Error("config rejected; the last good config keeps serving",
 				"path", w.opts.Path, "error", err.Error(), "serving_version", w.Current().Version())
@@ -203,11 +241,11 @@ func (w *Watcher) Reload() error {
 	w.lastErr = nil
 	old := w.Current()
 	if cfg.Version() == old.Version() {
-		w.reloads.WithLabelValues("unchanged").Inc()
+		w.result("unchanged", nil)
 		return nil
 	}
 	w.swap(cfg)
-	w.reloads.WithLabelValues("loaded").Inc()
+	w.result("loaded", nil)
 	w.opts.Logger.Info("config loaded", "path", w.opts.Path, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
 	return nil
 }

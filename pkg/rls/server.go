@@ -2,19 +2,16 @@ package rls
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
@@ -104,9 +101,15 @@ type Server struct {
 	store   *limiter.StoreDecider // on Redis; nil otherwise
 	top     *topkeys.Tracker      // the keys refused most, per limit
 	redis   *global.Redis
-	cancel  context.CancelFunc
-	done    <-chan error
-	log     *slog.Logger
+	// What the admin page shows: the store's name ("redis", "memory"...),
+	// when the server started, and its requests per second by result.
+	storeName string
+	started   time.Time
+	metrics   *limiter.Metrics
+	history   *console.History
+	cancel    context.CancelFunc
+	done      <-chan error
+	log       *slog.Logger
 }
 
 // NewServer loads the config, builds the stores and the decider, and
@@ -133,7 +136,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if o.CacheSize == 0 {
 		o.CacheSize = flagcache.DefaultSize
 	}
-	s := &Server{log: o.Logger}
+	s := &Server{log: o.Logger, started: time.Now(), storeName: "memory"}
 	defer func() {
 		if err != nil {
 			s.Close() // the Redis writers would outlive a failed NewServer
@@ -206,6 +209,9 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	s.Service = NewService(core, sopts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	s.metrics = metrics
+	s.history = console.NewHistory(limiter.RequestCodes(), historySeconds)
+	go s.sample(ctx)
 	if o.ConfigSource != nil {
 		done := make(chan error, 1)
 		go func() { done <- o.ConfigSource.Run(ctx, s.config); close(done) }()
@@ -222,6 +228,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 // decider is o's decider: its own, or a store's.
 func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Decider, error) {
 	if o.Decider != nil {
+		s.storeName = "" // no store of its own: the caller's page sections say what decides
 		return o.Decider(s.flags)
 	}
 	memory, err := global.NewMemory(global.MemoryOptions{MaxKeys: o.MemoryKeys, MaxBytes: o.MemoryBytes})
@@ -231,6 +238,10 @@ func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Dec
 	if o.Redis == nil {
 		// The embedded store cannot be unavailable: no failure mode.
 		return limiter.Direct{Store: memory}, nil
+	}
+	s.storeName = "redis"
+	if o.Cluster {
+		s.storeName = "redis-cluster"
 	}
 	if s.redis, err = global.NewRedis(global.RedisOptions{Client: o.Redis, Cluster: o.Cluster, Timeout: o.StoreTimeout, Writers: o.RedisPipelines}); err != nil {
 		return nil, err
@@ -272,91 +283,4 @@ func (s *Server) Close() error {
 		return r.Close()
 	}
 	return nil
-}
-
-// Readiness is what /readyz says beyond the config: "" and true when all is
-// well, else a note and whether the service is still ready.
-//
-// It is called from the admin server's goroutines: it must be safe for
-// concurrent use.
-type Readiness func() (note string, ready bool)
-
-// Admin is the admin routes both daemons serve: /healthz, /readyz (the
-// config version and last reload; the store's state, or extra's when
-// set), /healthcheck (the reference's: "OK" when ready), /metrics from
-// gather, /debug/top (the keys refused most, per limit), /config and /json.
-func (s *Server) Admin(gather prometheus.Gatherer, extra Readiness) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		serving := "config " + s.config.Current().Version() + " from " + s.config.Source()
-		msg := "ready: " + serving
-		note, ready := s.storeReadiness()
-		if extra != nil {
-			note, ready = extra()
-		}
-		if s.config.Current() == nil {
-			note, ready = "no config yet from "+s.config.Source(), false
-		}
-		if !ready {
-			http.Error(w, "not ready: "+note+"; "+serving, http.StatusServiceUnavailable)
-			return
-		}
-		if note != "" {
-			msg += "; " + note
-		}
-		if err := s.config.LastError(); err != nil {
-			msg += "; last reload rejected: " + err.Error()
-		}
-		fmt.Fprintln(w, msg)
-	})
-	// The reference's health check, where Envoy Gateway and others probe it:
-	// 200 "OK" when ready, 500 otherwise.
-	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
-		note, ready := s.storeReadiness()
-		if extra != nil {
-			note, ready = extra()
-		}
-		if !ready {
-			http.Error(w, "NOT OK: "+note, http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprint(w, "OK")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
-	// Who is being limited: per limit, the keys refused most over the last
-	// five minutes (a fixed-memory sketch; counts within its stated error).
-	mux.HandleFunc("GET /debug/top", func(w http.ResponseWriter, r *http.Request) {
-		n := 20
-		if v, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && v > 0 {
-			n = min(v, 64)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"minutes": 5, "limits": s.top.Top(n)})
-	})
-	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Sluice-Config-Source", s.config.Source())
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(s.config.Current()); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	mux.Handle("/json", JSONHandler(s.Service))
-	return mux
-}
-
-// storeReadiness: a dead store is ready enough when the failure mode
-// decides without it; with mode error every request would fail.
-func (s *Server) storeReadiness() (string, bool) {
-	if s.store == nil || s.store.Healthy() {
-		return "", true
-	}
-	if s.store.Mode() == limiter.FailError {
-		return "rate limit store unavailable (failure mode error)", false
-	}
-	return "store unavailable, failure mode " + s.store.Mode().String(), true
 }

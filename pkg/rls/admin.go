@@ -1,0 +1,192 @@
+package rls
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/console"
+	"github.com/sluicehq/sluice/pkg/limiter"
+)
+
+// historySeconds is the span of the admin page's chart of requests by
+// result, and topN the keys it lists per limit.
+const (
+	historySeconds = 300
+	topMinutes     = 5
+	topN           = 10
+)
+
+// sample reads the request counters once a second into the history the
+// admin page charts, until ctx ends.
+func (s *Server) sample(ctx context.Context) {
+	if s.metrics == nil {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	s.history.Sample(time.Now(), s.metrics.RequestTotals())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.history.Sample(now, s.metrics.RequestTotals())
+		}
+	}
+}
+
+// Readiness is what /readyz says beyond the config: "" and true when all is
+// well, else a note and whether the service is still ready.
+//
+// It is called from the admin server's goroutines: it must be safe for
+// concurrent use.
+type Readiness func() (note string, ready bool)
+
+// AdminOptions are what a daemon adds to the admin routes. Zero values
+// take the defaults given.
+//
+// A plain value; its functions are called from the admin server's
+// goroutines and must be safe for concurrent use.
+type AdminOptions struct {
+	// Daemon names the process on the admin page. Default "sluice".
+	Daemon string
+	// Readiness, if set, replaces the store's in /readyz and /healthcheck.
+	Readiness Readiness
+	// Sections, if set, adds panels to the admin page: a tier's, an
+	// upstream's.
+	Sections func() []console.Section
+}
+
+// Admin is the admin routes both daemons serve: / (the admin page:
+// pkg/console), /healthz, /readyz (the config version and last reload;
+// the store's state, or o.Readiness's), /healthcheck (the reference's:
+// "OK" when ready), /metrics from gather, /debug/top (the keys refused
+// most, per limit), /config and /json.
+func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMux {
+	if o.Daemon == "" {
+		o.Daemon = "sluice"
+	}
+	readiness := s.storeReadiness
+	if o.Readiness != nil {
+		readiness = o.Readiness
+	}
+	mux := http.NewServeMux()
+	page := console.Handler(func() console.Status { return s.status(o) }, s.log)
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /console.js", page)
+	mux.Handle("GET /console.css", page)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		serving := "config " + s.config.Current().Version() + " from " + s.config.Source()
+		msg := "ready: " + serving
+		note, ready := readiness()
+		if s.config.Current() == nil {
+			note, ready = "no config yet from "+s.config.Source(), false
+		}
+		if !ready {
+			http.Error(w, "not ready: "+note+"; "+serving, http.StatusServiceUnavailable)
+			return
+		}
+		if note != "" {
+			msg += "; " + note
+		}
+		if err := s.config.LastError(); err != nil {
+			msg += "; last reload rejected: " + err.Error()
+		}
+		fmt.Fprintln(w, msg)
+	})
+	// The reference's health check, where Envoy Gateway and others probe it:
+	// 200 "OK" when ready, 500 otherwise.
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		if note, ready := readiness(); !ready {
+			http.Error(w, "NOT OK: "+note, http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "OK")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	// Who is being limited: per limit, the keys refused most over the last
+	// five minutes (a fixed-memory sketch; counts within its stated error).
+	mux.HandleFunc("GET /debug/top", func(w http.ResponseWriter, r *http.Request) {
+		n := 20
+		if v, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && v > 0 {
+			n = min(v, 64)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"minutes": topMinutes, "limits": s.top.Top(n)})
+	})
+	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Sluice-Config-Source", s.config.Source())
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s.config.Current()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.Handle("/json", JSONHandler(s.Service))
+	return mux
+}
+
+// status is what the admin page shows now.
+func (s *Server) status(o AdminOptions) console.Status {
+	now := time.Now()
+	st := console.Status{
+		Daemon: o.Daemon, Build: console.Build(), Started: s.started, Now: now,
+		Config: s.config.Status(), Limits: s.config.Current(),
+		Decisions: s.history.Series(now), Top: s.top.Top(topN), TopMinutes: topMinutes,
+	}
+	if s.storeName != "" {
+		st.Sections = append(st.Sections, s.storeSection())
+	}
+	if s.flags != nil {
+		st.Sections = append(st.Sections, console.Section{Title: "Flag cache", Fields: []console.Field{
+			{Name: "keys flagged over limit", Value: strconv.Itoa(s.flags.Len())},
+		}})
+	}
+	if o.Sections != nil {
+		st.Sections = append(st.Sections, o.Sections()...)
+	}
+	return st
+}
+
+// storeSection is the store's state: which store, and on Redis its
+// breaker and failure mode.
+func (s *Server) storeSection() console.Section {
+	fields := []console.Field{{Name: "store", Value: s.storeName}}
+	if s.store == nil {
+		fields[0].Value += " (embedded; cannot be unavailable)"
+		return console.Section{Title: "Store", Fields: fields}
+	}
+	br := console.Field{Name: "breaker"}
+	switch state := s.store.State(); state {
+	case breaker.Closed:
+		br.Value = "closed: Redis answering"
+	default:
+		br.Value, br.Alert = state.String()+": deciding by the failure mode", true
+	}
+	fields = append(fields, br, console.Field{Name: "failure mode", Value: s.store.Mode().String()})
+	return console.Section{Title: "Store", Fields: fields}
+}
+
+// storeReadiness: a dead store is ready enough when the failure mode
+// decides without it; with mode error every request would fail.
+func (s *Server) storeReadiness() (string, bool) {
+	if s.store == nil || s.store.Healthy() {
+		return "", true
+	}
+	if s.store.Mode() == limiter.FailError {
+		return "rate limit store unavailable (failure mode error)", false
+	}
+	return "store unavailable, failure mode " + s.store.Mode().String(), true
+}
