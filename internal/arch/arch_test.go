@@ -100,10 +100,11 @@ var allowed = map[string][]string{
 	"pkg/retry":       {},
 	"pkg/config":      {"pkg/algorithm"},
 	"pkg/reload":      {"pkg/config", "pkg/algorithm"},
+	"pkg/console":     {"pkg/config", "pkg/algorithm", "pkg/reload", "pkg/topkeys"},
 	"pkg/global":      {"pkg/algorithm"},
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
-	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire"},
-	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share"},
+	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire", "pkg/console"},
+	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
 	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }
 

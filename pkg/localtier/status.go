@@ -58,7 +58,7 @@ func (t *Tier) Status() console.Section {
 		at, took, keys, failed := t.lastFlush.get()
 		last := console.Field{Name: "last flush", Value: "none yet"}
 		if !at.IsZero() {
-			last.Value = now.Sub(at).Round(time.Millisecond).String() + " ago: " + strconv.Itoa(keys) + " keys in " + took.Round(time.Microsecond).String()
+			last.Value = now.Sub(at).Round(time.Millisecond).String() + " ago, took " + took.Round(time.Microsecond).String() + ", keys: " + strconv.Itoa(keys)
 			if failed {
 				last.Value += ", failed (kept pending)"
 				last.Alert = true

@@ -136,3 +136,42 @@ func TestNewRejectsInvalid(t *testing.T) {
 		t.Fatalf("New on a file without a domain = %v; want an error naming the file and line", err)
 	}
 }
+
+// TestStatus: what the admin page says of the config: the version served
+// and since when, and the last attempt's result, a rejection's reason
+// included, the served version staying the last good one.
+func TestStatus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	write(t, path, conf(1))
+	w, err := New(Options{Path: path, Poll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := w.Status()
+	good := w.Current().Version()
+	if st.Source != path || st.Version != good || st.LastResult != "loaded" || st.LoadedAt.IsZero() || st.LastError != "" {
+		t.Fatalf("after New: %+v", st)
+	}
+	loaded := st.LoadedAt
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Status(); st.LastResult != "unchanged" || !st.LoadedAt.Equal(loaded) || st.LastAttempt.Before(loaded) {
+		t.Fatalf("after an unchanged reload: %+v", st)
+	}
+	write(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	if w.Reload() == nil {
+		t.Fatal("a bad unit was loaded")
+	}
+	st = w.Status()
+	if st.LastResult != "error" || st.Version != good || !strings.Contains(st.LastError, "limits.yaml:4") {
+		t.Fatalf("after a rejected reload: %+v", st)
+	}
+	write(t, path, conf(2))
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Status(); st.LastResult != "loaded" || st.Version == good || st.LastError != "" || !st.LoadedAt.After(loaded) {
+		t.Fatalf("after a good reload: %+v", st)
+	}
+}
