@@ -27,6 +27,7 @@ type composeService struct {
 	Command     []string `yaml:"command"`
 	Volumes     []string `yaml:"volumes"`
 	Ports       []string `yaml:"ports"`
+	Environment map[string]string `yaml:"environment"`
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`

@@ -104,6 +104,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.requests, m.tiers, m.decisions, m.detailed, m.cacheHits, m.logsSuppressed,
 		m.Store.latency, m.Store.errors, m.Store.up, m.Store.failureMode)
 	m.Store.up.Set(1)
+	// Every code from the start, so that a rate over them is 0, not
+	// absent, until one happens.
+	for _, code := range RequestCodes() {
+		m.requests.WithLabelValues(code)
+	}
 	return m
 }
 
@@ -122,6 +127,13 @@ func (m *StoreMetrics) storeError() {
 func (m *StoreMetrics) setUp(up bool) {
 	if m != nil {
 		m.up.Set(map[bool]float64{false: 0, true: 1}[up])
+	}
+}
+
+// initMode makes mode's failure-mode series exist from the start.
+func (m *StoreMetrics) initMode(mode FailureMode) {
+	if m != nil {
+		m.failureMode.WithLabelValues(mode.String())
 	}
 }
 

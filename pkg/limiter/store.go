@@ -153,6 +153,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		opts.Now = time.Now
 	}
 	d := &StoreDecider{opts: opts}
+	opts.Metrics.initMode(opts.Mode)
 	bo := opts.Breaker
 	if bo.Now == nil {
 		bo.Now = opts.Now

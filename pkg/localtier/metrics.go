@@ -1,6 +1,10 @@
 package localtier
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/pkg/rls"
+)
 
 // metrics are the sidecar's own; decisions by tier are rls's
 // sluice_tier_decisions_total, from limiter.Batch.Tier.
@@ -53,6 +57,15 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}),
 	}
 	m.upstreamUp.Set(1)
+	kinds := []string{rls.SidecarSync} // an async tier's probes too
+	if t.opts.Mode == Async {
+		kinds = append(kinds, rls.SidecarRecord)
+	}
+	for _, kind := range kinds {
+		for _, result := range []string{"ok", "error"} { // 0 until one happens, not absent
+			m.upstreamCalls.WithLabelValues(kind, result)
+		}
+	}
 	if reg != nil {
 		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

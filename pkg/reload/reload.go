@@ -84,7 +84,7 @@ func New(opts Options) (*Watcher, error) {
 }
 
 func newWatcher(opts Options) *Watcher {
-	return &Watcher{
+	w := &Watcher{
 		opts: opts,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total",
@@ -99,6 +99,10 @@ func newWatcher(opts Options) *Watcher {
 			Help: "When a config was last loaded successfully.",
 		}),
 	}
+	for _, result := range []string{"loaded", "unchanged", "error"} {
+		w.reloads.WithLabelValues(result) // 0 until one happens, not absent
+	}
+	return w
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
