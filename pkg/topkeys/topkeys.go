@@ -4,12 +4,20 @@
 // count is at most its true count plus the sketch's error, which is at
 // most the total refusals of the minute over the sketch's size; a key
 // refused more often than that is never missed.
+//
+// Counting stays off the request's critical path: each limit has its own
+// lock, and a refusal that finds it held is not waited for. It is added
+// to a backlog that the next refusal counted carries as its weight: a
+// sample of the same stream, so under a flood from many cores the heavy
+// hitters keep their share while no core waits. Totals stay exact; the
+// sampled weight is added to a key's error and reported per limit.
 package topkeys
 
 import (
 	"container/heap"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,13 +40,18 @@ type Options struct {
 // use.
 type Tracker struct {
 	opts   Options
-	mu     sync.Mutex
-	limits map[string]*ring
+	limits sync.Map     // limit name → *ring
+	mu     sync.Mutex   // serialises adding a limit
+	n      atomic.Int64 // limits tracked, at most MaxLimits
 }
 
-// ring is one limit's sketches, one per minute.
+// ring is one limit's sketches, one per minute, under its own lock.
 type ring struct {
+	size    int // each sketch's keys
+	mu      sync.Mutex
 	minutes []minute
+	// backlog is refusals that found mu held, not yet counted.
+	backlog atomic.Int64
 }
 
 type minute struct {
@@ -60,28 +73,54 @@ func New(o Options) *Tracker {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Tracker{opts: o, limits: make(map[string]*ring)}
+	return &Tracker{opts: o}
 }
 
-// Refused counts one refusal of key by limit.
-func (t *Tracker) Refused(limit, key string) {
-	now := t.opts.Now()
-	m := now.Unix() / 60
+// ring returns limit's ring, adding it if fewer than MaxLimits are
+// tracked; nil otherwise.
+func (t *Tracker) ring(limit string) *ring {
+	if r, ok := t.limits.Load(limit); ok {
+		return r.(*ring)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.limits[limit]
-	if r == nil {
-		if len(t.limits) >= t.opts.MaxLimits {
-			return
-		}
-		r = &ring{minutes: make([]minute, t.opts.Minutes)}
-		t.limits[limit] = r
+	if r, ok := t.limits.Load(limit); ok {
+		return r.(*ring)
 	}
+	if t.n.Load() >= int64(t.opts.MaxLimits) {
+		return nil
+	}
+	r := &ring{size: t.opts.Size, minutes: make([]minute, t.opts.Minutes)}
+	t.limits.Store(limit, r)
+	t.n.Add(1)
+	return r
+}
+
+// Refused counts one refusal of key by limit. It never waits for another
+// refusal being counted: see the package documentation.
+func (t *Tracker) Refused(limit, key string) {
+	r := t.ring(limit)
+	if r == nil {
+		return
+	}
+	if !r.mu.TryLock() {
+		r.backlog.Add(1)
+		return
+	}
+	defer r.mu.Unlock()
+	now := t.opts.Now()
+	r.sketch(now).add(key, 1+r.backlog.Swap(0), now)
+}
+
+// sketch is the sketch of now's minute, fresh if its slot held an older
+// minute's; the caller holds r.mu.
+func (r *ring) sketch(now time.Time) *sketch {
+	m := now.Unix() / 60
 	slot := &r.minutes[m%int64(len(r.minutes))]
 	if slot.at != m || slot.sketch == nil {
-		slot.at, slot.sketch = m, newSketch(t.opts.Size)
+		slot.at, slot.sketch = m, newSketch(r.size)
 	}
-	slot.sketch.add(key, now)
+	return slot.sketch
 }
 
 // Key is one key's refusals over the kept minutes.
@@ -89,7 +128,10 @@ func (t *Tracker) Refused(limit, key string) {
 // A plain value, safe to share between goroutines.
 type Key struct {
 	Key string `json:"key"`
-	// Count is at most the true count plus Error.
+	// Count − Error ≤ the true count ≤ Count, Error being at most the
+	// refusals of each minute over the sketch's size; plus, when refusals
+	// were sampled (Limit.Sampled), the sampled weight this key took, by
+	// which its count is an estimate.
 	Count int64     `json:"count"`
 	Error int64     `json:"error"`
 	Last  time.Time `json:"last"`
@@ -102,54 +144,76 @@ type Limit struct {
 	Limit string `json:"limit"`
 	// Refused is the refusals counted over the kept minutes.
 	Refused int64 `json:"refused"`
+	// Sampled is how many of them found the sketch busy and were counted
+	// as the weight of a later refusal (see the package documentation):
+	// 0 unless refusals came faster than one core counts them.
+	Sampled int64 `json:"sampled"`
 	Keys    []Key `json:"keys"`
 }
 
 // Top returns, per limit (by name), its n most refused keys over the kept
 // minutes, most first.
 func (t *Tracker) Top(n int) []Limit {
-	now := t.opts.Now().Unix() / 60
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]Limit, 0, len(t.limits))
-	for name, r := range t.limits {
-		merged := map[string]*Key{}
-		var refused int64
-		for _, m := range r.minutes {
-			if m.sketch == nil || now-m.at >= int64(len(r.minutes)) {
-				continue
-			}
-			refused += m.sketch.total
-			for _, e := range m.sketch.entries {
-				k := merged[e.key]
-				if k == nil {
-					k = &Key{Key: e.key}
-					merged[e.key] = k
-				}
-				k.Count += e.count
-				k.Error += e.err
-				if e.last.After(k.Last) {
-					k.Last = e.last
-				}
-			}
+	now := t.opts.Now()
+	var out []Limit
+	t.limits.Range(func(name, r any) bool {
+		if l, ok := r.(*ring).top(name.(string), n, now); ok {
+			out = append(out, l)
 		}
-		if refused == 0 {
-			continue
-		}
-		keys := make([]Key, 0, len(merged))
-		for _, k := range merged {
-			keys = append(keys, *k)
-		}
-		slices.SortFunc(keys, func(a, b Key) int {
-			if a.Count != b.Count {
-				return int(b.Count - a.Count)
-			}
-			return compare(a.Key, b.Key)
-		})
-		out = append(out, Limit{Limit: name, Refused: refused, Keys: keys[:min(n, len(keys))]})
-	}
+		return true
+	})
 	slices.SortFunc(out, func(a, b Limit) int { return compare(a.Limit, b.Limit) })
 	return out
+}
+
+// top is one limit's n most refused keys; false if none was refused in
+// the kept minutes.
+func (r *ring) top(name string, n int, now time.Time) (Limit, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Refusals left in the backlog count in the total, of no key.
+	if b := r.backlog.Swap(0); b > 0 {
+		s := r.sketch(now)
+		s.total += b
+		s.sampled += b
+	}
+	current := now.Unix() / 60
+	merged := map[string]*Key{}
+	l := Limit{Limit: name}
+	for _, m := range r.minutes {
+		if m.sketch == nil || current-m.at >= int64(len(r.minutes)) {
+			continue
+		}
+		l.Refused += m.sketch.total
+		l.Sampled += m.sketch.sampled
+		for _, e := range m.sketch.entries {
+			k := merged[e.key]
+			if k == nil {
+				k = &Key{Key: e.key}
+				merged[e.key] = k
+			}
+			k.Count += e.count
+			k.Error += e.err
+			if e.last.After(k.Last) {
+				k.Last = e.last
+			}
+		}
+	}
+	if l.Refused == 0 {
+		return l, false
+	}
+	keys := make([]Key, 0, len(merged))
+	for _, k := range merged {
+		keys = append(keys, *k)
+	}
+	slices.SortFunc(keys, func(a, b Key) int {
+		if a.Count != b.Count {
+			return int(b.Count - a.Count)
+		}
+		return compare(a.Key, b.Key)
+	})
+	l.Keys = keys[:min(n, len(keys))]
+	return l, true
 }
 
 func compare(a, b string) int {
@@ -167,6 +231,7 @@ func compare(a, b string) int {
 type sketch struct {
 	size    int
 	total   int64
+	sampled int64 // of total, counted as another refusal's weight
 	entries entryHeap
 	index   map[string]*entry
 }
@@ -182,16 +247,20 @@ func newSketch(size int) *sketch {
 	return &sketch{size: size, index: make(map[string]*entry, size)}
 }
 
-func (s *sketch) add(key string, now time.Time) {
-	s.total++
+// add counts w refusals of key: one seen, w-1 sampled (see Refused),
+// which are added to its error too.
+func (s *sketch) add(key string, w int64, now time.Time) {
+	s.total += w
+	s.sampled += w - 1
 	if e := s.index[key]; e != nil {
-		e.count++
+		e.count += w
+		e.err += w - 1
 		e.last = now
 		heap.Fix(&s.entries, e.at)
 		return
 	}
 	if len(s.entries) < s.size {
-		e := &entry{key: key, count: 1, last: now}
+		e := &entry{key: key, count: w, err: w - 1, last: now}
 		s.index[key] = e
 		heap.Push(&s.entries, e)
 		return
@@ -200,8 +269,8 @@ func (s *sketch) add(key string, now time.Time) {
 	// error.
 	e := s.entries[0]
 	delete(s.index, e.key)
-	e.key, e.err, e.last = key, e.count, now
-	e.count++
+	e.key, e.err, e.last = key, e.count+w-1, now
+	e.count += w
 	s.index[key] = e
 	heap.Fix(&s.entries, 0)
 }

@@ -84,3 +84,50 @@ func TestMinutesRoll(t *testing.T) {
 		t.Fatalf("after the old minute left: %+v", top)
 	}
 }
+
+// TestConcurrentFlood: refusals from many goroutines at once never wait
+// on each other; the total stays exact, the heaviest hitter stays first,
+// and every count's guaranteed part (Count − Error) is at most the truth.
+func TestConcurrentFlood(t *testing.T) {
+	tr := New(Options{})
+	const workers, each = 8, 50_000
+	truth := make([]map[string]int64, workers)
+	done := make(chan struct{})
+	for w := range workers {
+		truth[w] = map[string]int64{}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for range each {
+				k := "client-0" // half the flood is one client
+				if rng.IntN(2) == 0 {
+					k = fmt.Sprint("client-", 1+rng.IntN(10_000))
+				}
+				truth[w][k]++
+				tr.Refused("per-client", k)
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	all := map[string]int64{}
+	for _, m := range truth {
+		for k, n := range m {
+			all[k] += n
+		}
+	}
+	top := tr.Top(5)
+	if len(top) != 1 || top[0].Refused != workers*each {
+		t.Fatalf("top: %+v; want %d refusals", top, workers*each)
+	}
+	if top[0].Keys[0].Key != "client-0" {
+		t.Errorf("first key %s; want client-0, half the flood", top[0].Keys[0].Key)
+	}
+	for _, k := range top[0].Keys {
+		if k.Count-k.Error > all[k.Key] {
+			t.Errorf("%s: count %d, error %d, truly %d: the guaranteed part exceeds the truth", k.Key, k.Count, k.Error, all[k.Key])
+		}
+	}
+	t.Logf("%d refusals, %d sampled; client-0 counted %d (error %d), truly %d", top[0].Refused, top[0].Sampled, top[0].Keys[0].Count, top[0].Keys[0].Error, all["client-0"])
+}
