@@ -55,7 +55,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 
 	// The config table: every limit, with the file and line defining it.
-	rows := evalStrings(t, ctx, `[...document.querySelectorAll("#limits-table tbody tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`)
+	rows := eval[[]string](t, ctx, `[...document.querySelectorAll("#limits-table tbody tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`)
 	want := []string{
 		"edge|remote_address|per-client|token_bucket|100000|second|100000|||limits.yaml:3",
 		"edge|generic_key_demo|demo|sliding_window|5|minute|—|||limits.yaml:5",
@@ -64,10 +64,10 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Errorf("config table:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
 	}
-	if got := evalString(t, ctx, `document.querySelector('[data-section="Store"] [data-field="breaker"]').textContent`); !strings.HasPrefix(got, "closed") {
+	if got := eval[string](t, ctx, `document.querySelector('[data-section="Store"] [data-field="breaker"]').textContent`); !strings.HasPrefix(got, "closed") {
 		t.Errorf("store breaker reads %q; want closed", got)
 	}
-	if got := evalString(t, ctx, `document.querySelector('#config-status [data-field="last-reload"]').textContent`); !strings.HasPrefix(got, "loaded") {
+	if got := eval[string](t, ctx, `document.querySelector('#config-status [data-field="last-reload"]').textContent`); !strings.HasPrefix(got, "loaded") {
 		t.Errorf("last reload reads %q", got)
 	}
 
@@ -75,7 +75,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	// (a second) and a refresh.
 	okTotal := `(() => { const l = document.querySelector('#chart polyline[data-result="ok"]'); return l ? +l.dataset.total : 0 })()`
 	pageTrue(t, ctx, okTotal+` >= 200`, 2*console.Refresh+2*time.Second, "the chart's ok series to count the 200 admitted requests")
-	values := evalString(t, ctx, `document.querySelector('#chart polyline[data-result="ok"]').dataset.values`)
+	values := eval[string](t, ctx, `document.querySelector('#chart polyline[data-result="ok"]').dataset.values`)
 	sum := 0.0
 	for _, v := range strings.Split(values, ",") {
 		f, err := strconv.ParseFloat(v, 64)
@@ -84,14 +84,14 @@ func TestAdminPageInBrowser(t *testing.T) {
 		}
 		sum += f
 	}
-	if total := evalFloat(t, ctx, okTotal); sum < total-0.5 || sum > total+0.5 {
+	if total := eval[float64](t, ctx, okTotal); sum < total-0.5 || sum > total+0.5 {
 		t.Errorf("the chart's ok points sum to %v, its total says %v", sum, total)
 	}
 
 	// Nothing refused yet; then demo is, after the page loaded: its key
 	// appears by the page's own refresh, within its interval (and the
 	// second a sample may take).
-	if n := evalFloat(t, ctx, `document.querySelectorAll(".toplimit").length`); n != 0 {
+	if n := eval[float64](t, ctx, `document.querySelectorAll(".toplimit").length`); n != 0 {
 		t.Fatalf("%v limits in the top list before any refusal", n)
 	}
 	over := 0
@@ -110,7 +110,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	pageTrue(t, ctx, `[...document.querySelectorAll('.toplimit[data-limit="demo"] .topkey .key')].some(k => k.textContent === "generic_key=demo")`,
 		console.Refresh+time.Second, "generic_key=demo in demo's top keys")
 	t.Logf("the refused key showed on the page %v after its last refusal", time.Since(refused).Round(time.Millisecond))
-	if got := evalString(t, ctx, `document.querySelector('.toplimit[data-limit="demo"] .topkey .num').textContent`); got != "7" {
+	if got := eval[string](t, ctx, `document.querySelector('.toplimit[data-limit="demo"] .topkey .num').textContent`); got != "7" {
 		t.Errorf("demo's top key counts %s refusals; want 7", got)
 	}
 	pageTrue(t, ctx, `[...document.querySelectorAll('.toplimit[data-limit="per-user"] .topkey .key')].some(k => k.textContent === "user=mallory")`,
@@ -124,7 +124,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	tierField := func(name string) string {
-		return evalString(t, ctx, fmt.Sprintf(`document.querySelector('[data-section="Local tier"] [data-field=%q]').textContent`, name))
+		return eval[string](t, ctx, fmt.Sprintf(`document.querySelector('[data-section="Local tier"] [data-field=%q]').textContent`, name))
 	}
 	if got := tierField("upstream address"); got != server.GRPC {
 		t.Errorf("sidecar page: upstream address %q; want %q", got, server.GRPC)
@@ -135,7 +135,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if got := tierField("upstream"); !strings.HasPrefix(got, "answering") {
 		t.Errorf("sidecar page: upstream %q; want answering", got)
 	}
-	if n := len(evalStrings(t, ctx, `[...document.querySelectorAll("#limits-table tbody tr")].map(r => r.textContent)`)); n != 3 {
+	if n := len(eval[[]string](t, ctx, `[...document.querySelectorAll("#limits-table tbody tr")].map(r => r.textContent)`)); n != 3 {
 		t.Errorf("sidecar page: %d limits; want 3", n)
 	}
 	pageTrue(t, ctx, okTotal+` >= 200`, 2*console.Refresh+2*time.Second, "the sidecar chart's ok series")
@@ -145,7 +145,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	deadline := time.Now().Add(3 * console.Refresh)
 	for time.Now().Before(deadline) {
 		ask(t, front, "remote_address", "10.0.2.1")
-		if evalFloat(t, ctx, `document.querySelectorAll('[data-section="Local tier"] [data-field="upstream"].alert').length`) == 1 {
+		if eval[float64](t, ctx, `document.querySelectorAll('[data-section="Local tier"] [data-field="upstream"].alert').length`) == 1 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -190,31 +190,14 @@ func browser(t *testing.T) context.Context {
 	return tctx
 }
 
-func evalString(t *testing.T, ctx context.Context, js string) string {
+// eval is what js evaluates to on the page.
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
 	if err != nil {
 		t.Fatalf("%s: %v", js, err)
 	}
-	return s
-}
-
-func evalStrings(t *testing.T, ctx context.Context, js string) []string {
-	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](js))
-	if err != nil {
-		t.Fatalf("%s: %v", js, err)
-	}
-	return s
-}
-
-func evalFloat(t *testing.T, ctx context.Context, js string) float64 {
-	t.Helper()
-	f, err := chromedp.Run(ctx, chromedp.Evaluate[float64](js))
-	if err != nil {
-		t.Fatalf("%s: %v", js, err)
-	}
-	return f
+	return v
 }
 
 // pageTrue polls the page until js is true, failing after within. The
@@ -222,11 +205,7 @@ func evalFloat(t *testing.T, ctx context.Context, js string) float64 {
 func pageTrue(t *testing.T, ctx context.Context, js string, within time.Duration, what string) {
 	t.Helper()
 	waitFor(t, within, what, func() bool {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return ok
+		return eval[bool](t, ctx, js)
 	})
 }
 
