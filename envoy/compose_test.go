@@ -21,12 +21,12 @@ type composeFile struct {
 }
 
 type composeService struct {
-	Image       string   `yaml:"image"`
-	Build       any      `yaml:"build"`
-	Entrypoint  []string `yaml:"entrypoint"`
-	Command     []string `yaml:"command"`
-	Volumes     []string `yaml:"volumes"`
-	Ports       []string `yaml:"ports"`
+	Image       string            `yaml:"image"`
+	Build       any               `yaml:"build"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Command     []string          `yaml:"command"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
 	Environment map[string]string `yaml:"environment"`
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
