@@ -65,6 +65,10 @@ type Field struct {
 // Refresh is how often the page fetches itself again.
 const Refresh = 2 * time.Second
 
+// MaxTopLimits bounds the top-keys lists: the limits that refused most
+// are shown, and how many more refused (/debug/top has them all).
+const MaxTopLimits = 20
+
 // MaxRows bounds the config table: a config of more limits shows the first
 // MaxRows and says how many more (/config has them all).
 const MaxRows = 1000

@@ -131,3 +131,24 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+// TestPageBoundsTopLimits: of many limits refusing, the page lists the
+// MaxTopLimits that refused most and says how many more did.
+func TestPageBoundsTopLimits(t *testing.T) {
+	st := testStatus(t, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	st.Top = nil
+	for i := range MaxTopLimits + 5 {
+		st.Top = append(st.Top, topkeys.Limit{Limit: fmt.Sprintf("limit-%02d", i), Refused: int64(i + 1),
+			Keys: []topkeys.Key{{Key: "k=v", Count: int64(i + 1)}}})
+	}
+	_, body := get(t, Handler(func() Status { return st }, slog.New(slog.DiscardHandler)), "/")
+	if n := strings.Count(body, `class="toplimit"`); n != MaxTopLimits {
+		t.Errorf("%d top lists; want %d", n, MaxTopLimits)
+	}
+	if strings.Contains(body, `data-limit="limit-04"`) || !strings.Contains(body, `data-limit="limit-05"`) {
+		t.Error("the lists shown are not those of the limits that refused most")
+	}
+	if !strings.Contains(body, "5 more refused") {
+		t.Error("the page does not say how many more limits refused")
+	}
+}

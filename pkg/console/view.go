@@ -1,15 +1,18 @@
 package console
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
 // pageView is a Status as the template reads it.
@@ -17,6 +20,7 @@ type pageView struct {
 	Status
 	Rows      []row
 	MoreRows  int
+	MoreTop   int // limits that refused, past MaxTopLimits
 	Chart     chart
 	RefreshMS int64
 }
@@ -56,6 +60,11 @@ func view(st Status) pageView {
 		for _, l := range limits {
 			v.Rows = append(v.Rows, limitRow(l))
 		}
+	}
+	if len(st.Top) > MaxTopLimits {
+		top := slices.Clone(st.Top)
+		slices.SortStableFunc(top, func(a, b topkeys.Limit) int { return cmp.Compare(b.Refused, a.Refused) })
+		v.Top, v.MoreTop = top[:MaxTopLimits], len(top)-MaxTopLimits
 	}
 	v.Chart = decisionsChart(st.Decisions)
 	return v

@@ -53,8 +53,8 @@ type Watcher struct {
 	opts    Options
 	current atomic.Pointer[config.Config]
 	mu      sync.Mutex // serialises reloads
-	lastErr error
-	status  Status // guarded by mu
+	lastErr error      // the last attempt's; nil after a good one
+	status  Status     // guarded by mu; its LastError is lastErr's
 
 	reloads *prometheus.CounterVec
 	version *prometheus.GaugeVec
@@ -144,7 +144,6 @@ type Source interface {
 func (w *Watcher) Apply(cfg *config.Config, from string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lastErr = nil
 	old := w.Current()
 	if old != nil && cfg.Version() == old.Version() {
 		w.result("unchanged", nil)
@@ -163,7 +162,6 @@ func (w *Watcher) Reject(err error, from string) {
 	w.result("error", err)
 	w.opts.Logger.Error("config rejected; the last good config keeps serving",
 		"source", w.opts.Path, "from", from, "error", err.Error(), "serving_version", w.Current().Version())
-	w.lastErr = err
 }
 
 // Source is where the configs come from: the path given to New, or the
@@ -205,16 +203,18 @@ func (w *Watcher) Status() Status {
 	defer w.mu.Unlock()
 	st := w.status
 	st.Source, st.Version = w.opts.Path, w.Current().Version()
+	if w.lastErr != nil {
+		st.LastError = w.lastErr.Error()
+	}
 	return st
 }
 
-// result records a load attempt; the caller holds mu.
+// result records a load attempt and its error (nil for loaded and
+// unchanged); the caller holds mu.
 func (w *Watcher) result(result string, err error) {
 	w.reloads.WithLabelValues(result).Inc()
-	w.status.LastAttempt, w.status.LastResult, w.status.LastError = time.Now(), result, ""
-	if err != nil {
-		w.status.LastError = err.Error()
-	}
+	w.status.LastAttempt, w.status.LastResult = time.Now(), result
+	w.lastErr = err
 }
 
 func (w *Watcher) swap(cfg *config.Config) {
@@ -234,15 +234,13 @@ func (w *Watcher) Reload() error {
 	defer w.mu.Unlock()
 	cfg, err := config.Load(w.opts.Path)
 	if err != nil {
-		w.result("error", err)
 		if w.lastErr == nil || w.lastErr.Error() != err.Error() {
 			w.opts.Logger.Error("config rejected; the last good config keeps serving",
 				"path", w.opts.Path, "error", err.Error(), "serving_version", w.Current().Version())
 		}
-		w.lastErr = err
+		w.result("error", err)
 		return err
 	}
-	w.lastErr = nil
 	old := w.Current()
 	if cfg.Version() == old.Version() {
 		w.result("unchanged", nil)
