@@ -79,7 +79,8 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 		readiness = o.Readiness
 	}
 	mux := http.NewServeMux()
-	page := console.Handler(func() console.Status { return s.status(o) }, s.log)
+	build := console.Build() // the binary's: read once
+	page := console.Handler(func() console.Status { return s.status(o, build) }, s.log)
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /console.js", page)
 	mux.Handle("GET /console.css", page)
@@ -139,10 +140,10 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 }
 
 // status is what the admin page shows now.
-func (s *Server) status(o AdminOptions) console.Status {
+func (s *Server) status(o AdminOptions, build string) console.Status {
 	now := time.Now()
 	st := console.Status{
-		Daemon: o.Daemon, Build: console.Build(), Started: s.started, Now: now,
+		Daemon: o.Daemon, Build: build, Started: s.started, Now: now,
 		Config: s.config.Status(), Limits: s.config.Current(),
 		Decisions: s.history.Series(now), Top: s.top.Top(topN), TopMinutes: topMinutes,
 	}
