@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -271,6 +272,18 @@ func (p *proc) metrics(t *testing.T) map[string]*dto.MetricFamily {
 	return mf
 }
 
+// get is the status and body of p's admin path.
+func (p *proc) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTP + path)
+	if err != nil {
+		t.Fatalf("%s %s: %v", p.name, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body)
+}
+
 // metric is the sum of the samples of counter or gauge name whose labels
 // include the given name=value pairs.
 func (p *proc) metric(t *testing.T, name string, labels ...string) float64 {
@@ -312,9 +325,14 @@ next:
 // writeConfig writes a descriptor config file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "limits.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+	return writeFile(t, t.TempDir(), "limits.yaml", yaml)
+}
+
+// writeFile writes text to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -35,12 +35,44 @@ func startTier(t *testing.T, yaml string, n int, mode string, sidecarArgs ...str
 	tr := &tier{redis: redistest.Start(t)}
 	// Timeouts generous for a loaded CI machine: these tests are about
 	// counts, and a timed-out call would be decided by a failure mode.
-	tr.server = startServer(t, "server", "-config", cfg, "-redis-url", tr.redis.URL(), "-store-timeout", "1s")
+	auth := newSidecarTokens(t, n)
+	tr.server = startServer(t, "server", append([]string{"-config", cfg, "-redis-url", tr.redis.URL(), "-store-timeout", "1s"}, auth.server...)...)
 	for i := range n {
-		args := append([]string{"-config", cfg, "-upstream", tr.server.GRPC, "-mode", mode, "-upstream-timeout", "1s"}, sidecarArgs...)
-		tr.fronts = append(tr.fronts, startSidecar(t, fmt.Sprintf("sidecar-%d", i), args...))
+		args := append([]string{"-config", cfg, "-upstream", tr.server.GRPC, "-mode", mode, "-upstream-timeout", "1s"}, auth.sidecar(i)...)
+		tr.fronts = append(tr.fronts, startSidecar(t, fmt.Sprintf("sidecar-%d", i), append(args, sidecarArgs...)...))
 	}
 	return tr
+}
+
+// sidecarTokens are the flags that make n sidecars known to the servers
+// by a token each, sent in the clear (loopback; tls_test.go covers tokens
+// and certificates over TLS): the authenticated path, as a deployment
+// would run it.
+type sidecarTokens struct {
+	server []string
+	files  []string
+}
+
+func newSidecarTokens(t *testing.T, n int) sidecarTokens {
+	t.Helper()
+	dir := t.TempDir()
+	var all strings.Builder
+	st := sidecarTokens{}
+	for i := range n {
+		tok := fmt.Sprintf("e2e-token-%d-%s", i, strings.Repeat("x", 24))
+		fmt.Fprintf(&all, "sidecar-%d %s\n", i, tok)
+		st.files = append(st.files, writeFile(t, dir, fmt.Sprintf("sidecar-%d.token", i), tok+"\n"))
+	}
+	if n == 0 {
+		return st
+	}
+	st.server = []string{"-sidecar-tokens", writeFile(t, dir, "tokens", all.String()), "-sidecar-tokens-plaintext"}
+	return st
+}
+
+// sidecar are sidecar i's flags.
+func (st sidecarTokens) sidecar(i int) []string {
+	return []string{"-upstream-token-file", st.files[i], "-upstream-token-plaintext"}
 }
 
 // startCached starts redis-server and n servers in cached Redis mode on
@@ -478,15 +510,16 @@ descriptors:
 	for _, mode := range []string{"sync", "async"} {
 		t.Run(mode, func(t *testing.T) {
 			redis := redistest.Start(t)
+			auth := newSidecarTokens(t, 1)
 			var servers []*proc
 			var addrs []string
 			for i := range 2 {
-				s := startServer(t, fmt.Sprintf("server-%d", i+1), "-config", cfg, "-redis-url", redis.URL(), "-store-timeout", "1s")
+				s := startServer(t, fmt.Sprintf("server-%d", i+1), append([]string{"-config", cfg, "-redis-url", redis.URL(), "-store-timeout", "1s"}, auth.server...)...)
 				servers = append(servers, s)
 				addrs = append(addrs, s.GRPC)
 			}
 			waitForWindow(t, time.Hour, time.Minute) // the fixed window holds the whole run
-			sidecar := startSidecar(t, "sidecar", "-config", cfg, "-upstream", strings.Join(addrs, ","), "-mode", mode, "-upstream-timeout", "1s")
+			sidecar := startSidecar(t, "sidecar", append([]string{"-config", cfg, "-upstream", strings.Join(addrs, ","), "-mode", mode, "-upstream-timeout", "1s"}, auth.sidecar(0)...)...)
 			res := load{targets: []rlsv3.RateLimitServiceClient{sidecar.client(t)}, callers: 64, duration: time.Minute, total: 3 * limit, keys: 200, request: req}.run(context.Background())
 			if res.errs > 0 {
 				t.Fatalf("%d errors; the first: %v", res.errs, res.firstErr)

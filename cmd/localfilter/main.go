@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
@@ -49,6 +50,9 @@ type options struct {
 	// TLS to the upstream.
 	upstreamTLS                                               bool
 	upstreamCA, upstreamCert, upstreamKey, upstreamServerName string
+	// The token the servers know this sidecar by (their -sidecar-tokens).
+	tokenFile      string
+	tokenPlaintext bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -67,6 +71,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")
 	fs.StringVar(&o.upstreamKey, "upstream-tls-key", "", "PEM private key of -upstream-tls-cert")
 	fs.StringVar(&o.upstreamServerName, "upstream-tls-server-name", "", "name the upstream's certificate must carry (default: the host of -upstream)")
+	fs.StringVar(&o.tokenFile, "upstream-token-file", "", "file holding the token the servers know this sidecar by (a line of their -sidecar-tokens names it), sent with every upstream call; read again when it changes")
+	fs.BoolVar(&o.tokenPlaintext, "upstream-token-plaintext", false, "send -upstream-token-file's token without -upstream-tls, where anyone on the path can read it: only on a network you trust")
 	if err := o.Flags.Parse(fs, args, getenv); err != nil {
 		return nil, err
 	}
@@ -90,6 +96,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		errs = append(errs, errors.New("-upstream-tls-cert and -upstream-tls-key go together"))
 	}
 	o.upstreamTLS = o.upstreamTLS || o.upstreamCA != "" || o.upstreamCert != "" || o.upstreamServerName != ""
+	if o.tokenFile != "" && !o.upstreamTLS && !o.tokenPlaintext {
+		errs = append(errs, errors.New("-upstream-token-file is sent only over TLS: give -upstream-tls (or -upstream-tls-ca), or -upstream-token-plaintext on a network you trust"))
+	}
 	return o, errors.Join(errs...)
 }
 
@@ -104,6 +113,14 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.tokenFile != "" {
+		tok, err := peerauth.NewTokenCredentials(o.tokenFile, o.tokenPlaintext)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(tok))
+	}
 	r := manual.NewBuilderWithScheme("sluice-upstream")
 	var state resolver.State
 	for _, a := range flagenv.List(o.upstream) {
@@ -111,9 +128,8 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: serve.HostOf(a)})
 	}
 	r.InitialState(state)
-	return grpc.NewClient(r.Scheme()+":///upstream",
+	return grpc.NewClient(r.Scheme()+":///upstream", append(opts,
 		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(creds),
 		// Values that are not UTF-8 are forwarded as Envoy sent them.
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.Codec{})),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
@@ -124,7 +140,7 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond,
 		}, MinConnectTimeout: time.Second}),
-	)
+	)...)
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -168,6 +184,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	admin := srv.Admin(reg, rls.AdminOptions{
 		Daemon: "sluice localfilter",
 		Readiness: func() (string, bool) {
+			// The upstream takes this sidecar's hits for a client's: they
+			// are lost when they do not fit, so say so where it is seen.
+			if r := tier.Refused(); r != "" {
+				return "the upstream does not know this sidecar (" + r + "): its recorded hits are decided as ordinary requests; see -upstream-token-file", false
+			}
 			// Ready either way: without the upstream the sidecar decides locally.
 			if !tier.Healthy() {
 				return "upstream unavailable (deciding locally at the fallback share)", true

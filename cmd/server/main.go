@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/share"
 )
 
 func main() { serve.Main("sluice server", run) }
@@ -44,7 +45,12 @@ type options struct {
 	localShare    float64
 	memoryKeys    int
 	memoryBytes   int64
-	recordClients string
+	shareBytes    int64
+	// Who is a sidecar (pkg/peerauth).
+	recordClients   string
+	sidecarTokens   string
+	tokensPlaintext bool
+	trustAny        bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -74,7 +80,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
 	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
-	fs.StringVar(&o.recordClients, "record-clients", "", "with -grpc-tls-client-ca: the only callers allowed to record hits a sidecar admitted, by a name in their client certificate (DNS or URI SAN, or common name), comma-separated; empty allows any caller")
+	fs.StringVar(&o.recordClients, "record-clients", "", "sidecars known by their client certificates (with -grpc-tls-client-ca): the names (DNS or URI SAN, or common name), comma-separated, whose holders may record the hits they admitted, report demand and receive allowances")
+	fs.StringVar(&o.sidecarTokens, "sidecar-tokens", "", "sidecars known by bearer token: a file of one \"name token\" a line, read again when it changes; accepted only over TLS (-grpc-tls-cert) unless -sidecar-tokens-plaintext")
+	fs.BoolVar(&o.tokensPlaintext, "sidecar-tokens-plaintext", false, "accept -sidecar-tokens on a gRPC port without TLS, where anyone on the path can read and replay them: only on a network you trust")
+	fs.BoolVar(&o.trustAny, "trust-any-sidecar", false, "INSECURE: every caller of the gRPC port may record hits, report demand and receive allowances as a sidecar (sluice's behaviour before sidecars were authenticated); only where nothing but your own sidecars reaches the port")
+	fs.Int64Var(&o.shareBytes, "share-max-bytes", share.DefaultMaxBytes, "bytes the async sidecars' demand reports may hold (pkg/share); beyond, the least recently reported keys are forgotten")
 	if err := o.Flags.Parse(fs, args, getenv); err != nil {
 		return nil, err
 	}
@@ -121,6 +131,15 @@ func (o *options) validate() error {
 	}
 	if o.recordClients != "" && o.TLS.ClientCA == "" {
 		errs = append(errs, errors.New("-record-clients needs -grpc-tls-client-ca: callers are known by their client certificates"))
+	}
+	if o.sidecarTokens != "" && o.TLS.Cert == "" && !o.tokensPlaintext {
+		errs = append(errs, errors.New("-sidecar-tokens are accepted only over TLS: give -grpc-tls-cert and -grpc-tls-key, or -sidecar-tokens-plaintext on a network you trust"))
+	}
+	if o.trustAny && (o.recordClients != "" || o.sidecarTokens != "") {
+		errs = append(errs, errors.New("-trust-any-sidecar leaves nothing for -record-clients or -sidecar-tokens to do: give one or the other"))
+	}
+	if o.shareBytes <= 0 {
+		errs = append(errs, errors.New("-share-max-bytes must be positive"))
 	}
 	if o.maxWait == 0 {
 		o.maxWait = max(time.Second, 5*o.storeTimeout)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -74,8 +75,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return "", true
 		}
 	}
-	if o.recordClients != "" {
-		sopts.RecordAllowed = serve.PeerNamed(flagenv.List(o.recordClients))
+	sopts.ShareBytes = o.shareBytes
+	sopts.Proxies = peerauth.Options{
+		Names: flagenv.List(o.recordClients), TokenFile: o.sidecarTokens,
+		PlaintextTokens: o.tokensPlaintext, TrustAnyCaller: o.trustAny,
+	}
+	switch {
+	case o.trustAny:
+		log.Warn("-trust-any-sidecar: every caller of the gRPC port may record hits and report demand as a sidecar; keep the port reachable by your own sidecars only")
+	case o.recordClients == "" && o.sidecarTokens == "" && o.redisMode != "cached":
+		log.Info("no sidecar is known (-record-clients, -sidecar-tokens): a sidecar's recorded hits are decided as ordinary requests; sync sidecars and Envoy are served as usual")
 	}
 	srv, err := rls.NewServer(sopts)
 	if err != nil {

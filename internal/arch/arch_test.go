@@ -44,7 +44,7 @@ func listPackages(t *testing.T) map[string]pkgInfo {
 }
 
 // core is what decides without a wire or a store.
-var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share", "pkg/topkeys"}
+var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share", "pkg/topkeys", "pkg/lrumap"}
 
 // forbiddenInCore: no gRPC, no protobuf, no Envoy messages, no Redis
 // client, transitively.
@@ -94,7 +94,9 @@ var allowed = map[string][]string{
 	"pkg/breaker":     {},
 	"pkg/localbucket": {},
 	"pkg/flagcache":   {},
-	"pkg/share":       {},
+	"pkg/lrumap":      {},
+	"pkg/peerauth":    {},
+	"pkg/share":       {"pkg/lrumap"},
 	"pkg/topkeys":     {},
 	"pkg/wire":        {},
 	"pkg/retry":       {},
@@ -103,7 +105,7 @@ var allowed = map[string][]string{
 	"pkg/console":     {"pkg/config", "pkg/algorithm", "pkg/reload", "pkg/topkeys"},
 	"pkg/global":      {"pkg/algorithm"},
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
-	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire", "pkg/console"},
+	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire", "pkg/console", "pkg/peerauth"},
 	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
 	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/share"
 )
 
@@ -12,9 +13,11 @@ import (
 //
 // A plain value; Rates is read only.
 type Demand struct {
-	Sidecar  string
-	Interval time.Duration
-	Rates    []float64
+	// Peer is who the wire authenticated the caller as (pkg/peerauth);
+	// Sidecar the name it gives itself among the sidecars of that peer.
+	Peer, Sidecar string
+	Interval      time.Duration
+	Rates         []float64
 }
 
 // allot gives each status of a recorded request its allowance
@@ -30,7 +33,12 @@ func (s *Service) allot(d *decision, demand *Demand) {
 		if j < 0 || s.opts.Shares == nil || len(demand.Rates) != len(a.Statuses) || d.batch.Items[j].Shadow {
 			continue
 		}
-		r := share.Report{Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
-		st.Allowance = s.opts.Shares.Allot(d.batch.Items[j].Key, r, float64(d.batch.Results[j].Remaining), now)
+		it := &d.batch.Items[j]
+		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
+		lim := share.Limit{
+			Rate:     float64(it.Params.Limit) / float64(it.Params.Window) * 1e6, // units per second
+			Capacity: float64(algorithm.Capacity(it.Params)),
+		}
+		st.Allowance = s.opts.Shares.Allot(it.Key, r, float64(d.batch.Results[j].Remaining), lim, now)
 	}
 }

@@ -72,14 +72,10 @@ var ErrUnavailable = errors.New("rate limit store unavailable")
 // ErrNoConfig says no descriptor config is loaded yet.
 var ErrNoConfig = errors.New("no descriptor config loaded")
 
-// ErrRecordDenied says a caller Options.RecordAllowed refuses asked to
-// record hits.
-var ErrRecordDenied = errors.New("this caller may not record hits: its client certificate names none of the server's -record-clients")
-
 // Options configure a Service.
 //
 // New copies them; what they name (Config, Decider, Cache, Logger,
-// Metrics, Now, RecordAllowed) is shared with the Service, which calls it
+// Metrics, Now) is shared with the Service, which calls it
 // from every request's goroutine: each must be safe for concurrent use.
 type Options struct {
 	// Config returns the current descriptor config; it is read once per
@@ -115,10 +111,6 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock for the flag cache. Default time.Now.
 	Now func() time.Time
-	// RecordAllowed, if set, says whether a caller may record hits a
-	// sidecar admitted (DecideOptions.Record): one it refuses gets
-	// ErrRecordDenied. Unset, every caller may.
-	RecordAllowed func(ctx context.Context) bool
 }
 
 // DecideOptions say how a request is decided and answered.
@@ -128,7 +120,9 @@ type Options struct {
 type DecideOptions struct {
 	// Record marks hits a sidecar already admitted: they are recorded in
 	// full (algorithm.Force, within its debt cap), past the flag cache, and
-	// a status is over limit when its limit is used up.
+	// a status is over limit when its limit is used up. Only a caller
+	// known to be a sidecar may ask for it: the wire that sets it
+	// authenticates the caller first (pkg/peerauth).
 	Record bool
 	// Paths, with Record, name per descriptor the configured limit the
 	// sidecar matched ("" for none): the hits are recorded on it rather
@@ -182,12 +176,8 @@ func New(opts Options) (*Service, error) {
 // only in the sense that nothing else writes it: it is the caller's.
 // Errors: *InvalidError for a request that cannot be decided,
 // ErrUnavailable (wrapped) when the store could not decide and the failure
-// mode says so, ErrNoConfig, ErrRecordDenied, or the context's.
+// mode says so, ErrNoConfig, or the context's.
 func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*Answer, error) {
-	if o.Record && s.opts.RecordAllowed != nil && !s.opts.RecordAllowed(ctx) {
-		s.count(nil, ErrRecordDenied, "")
-		return nil, ErrRecordDenied
-	}
 	d, err := s.decide(ctx, req, o)
 	if err != nil {
 		s.count(nil, err, d.tier)
@@ -253,8 +243,6 @@ func (s *Service) count(a *Answer, err error, tier string) {
 	case err == nil:
 	case isInvalid(err):
 		code = "invalid"
-	case errors.Is(err, ErrRecordDenied):
-		code = "denied"
 	default:
 		code = "error"
 	}

@@ -266,6 +266,7 @@ func (t *Tier) send(c []entry) error {
 	if err != nil {
 		return err
 	}
+	t.accepted(c, resp, rmd)
 	retries, allowed := parseRetries(rmd), parseAllowances(rmd, len(keys))
 	now = t.opts.Now()
 	at = now.Sub(t.base).Nanoseconds()
@@ -286,6 +287,49 @@ func (t *Tier) send(c []entry) error {
 		t.opts.Cache.Add(keys[i], now.Add(time.Duration(wait)*time.Microsecond))
 	}
 	return nil
+}
+
+// accepted learns from a record call's answer whether the upstream took
+// the call's hits as a sidecar's. One that does not know this sidecar
+// (RefusedKey) decides them as an ordinary request: all taken if they fit,
+// else none, and those are lost. Either way the sidecar says so: a metric,
+// a log line, and not ready until a record call is accepted again.
+func (t *Tier) accepted(c []entry, resp *rlsv3.RateLimitResponse, md metadata.MD) {
+	v := md.Get(rls.RefusedKey)
+	if len(v) == 0 {
+		t.refused.Store(nil)
+		return
+	}
+	reason := v[0]
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	t.m.refusals.WithLabelValues(reason).Inc()
+	lost := uint64(0)
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		for _, e := range c {
+			lost += e.n
+		}
+		t.m.dropped.Add(float64(lost))
+	}
+	t.refused.Store(&reason)
+	t.refusedLog.Do(func() {
+		t.opts.Logger.Error("the upstream does not know this sidecar: its recorded hits were decided as an ordinary request; give the sidecar the credentials the servers expect (-upstream-token-file, or a client certificate they list in -record-clients)",
+			"reason", reason, "hits_lost", lost, "keys", len(c))
+	})
+}
+
+// maxReason bounds the refusal reason an upstream's answer can put into a
+// metric label.
+const maxReason = 32
+
+// Refused says why the upstream last refused this sidecar's recorded
+// hits, or "" when its last record call was accepted (or none was made).
+func (t *Tier) Refused() string {
+	if r := t.refused.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // probe is the breaker's probe of an upstream that failed, when no hits

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
@@ -117,6 +119,10 @@ type Tier struct {
 	base time.Time
 	// lastFlush is the last flush that sent hits, for Status.
 	lastFlush flushed
+	// refused is why the upstream last refused a record call, nil while
+	// it accepts them (Refused); refusedLog samples the error logged.
+	refused    atomic.Pointer[string]
+	refusedLog rate.Sometimes
 
 	kick chan struct{}
 	stop chan struct{}
@@ -173,6 +179,7 @@ func New(opts Options) (*Tier, error) {
 		allow: newAllowances(opts.MaxKeys), id: rand.Text()[:16],
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
 	}
 	t.m = newMetrics(opts.Registerer, t)
 	// The sidecar's breaker settings: a short window (100 ms) and a

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -625,5 +626,11 @@ func newService(opts limiter.Options) (*rls.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rls.NewService(core), nil
+	// Every caller is a sidecar (the server's -trust-any-sidecar): these
+	// tests are of the tier, not of who may record.
+	trust, err := peerauth.New(peerauth.Options{TrustAnyCaller: true})
+	if err != nil {
+		return nil, err
+	}
+	return rls.NewService(core, rls.WithProxies(trust, nil, nil)), nil
 }

@@ -6,7 +6,12 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/pkg/peerauth"
 )
+
+// inProcessPeer names the in-process caller to the service.
+const inProcessPeer = "in-process"
 
 // shouldRateLimitMethod is the full gRPC method an in-process call names.
 const shouldRateLimitMethod = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -17,7 +22,8 @@ const shouldRateLimitMethod = "/envoy.service.ratelimit.v3.RateLimitService/Shou
 // grpc.Trailer call options (other options are ignored). Nothing is
 // serialized: the service reads the caller's request, which must not
 // change until the call returns. It is what the server's local tier calls
-// its own store through (ServerOptions.Tier).
+// its own store through (ServerOptions.Tier): a caller in this process,
+// and so a sidecar the service trusts (peerauth.InProcess).
 func InProcess(s rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceClient { return inProcess{s} }
 
 type inProcess struct{ s rlsv3.RateLimitServiceServer }
@@ -26,6 +32,7 @@ func (p inProcess) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReque
 	md, _ := metadata.FromOutgoingContext(ctx)
 	st := &serverStream{}
 	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), st)
+	ctx = peerauth.InProcess(ctx, inProcessPeer)
 	resp, err := p.s.ShouldRateLimit(ctx, in)
 	for _, o := range opts {
 		switch o := o.(type) {

@@ -27,7 +27,7 @@ func TestInProcessIsTheGRPCCall(t *testing.T) {
 		code   codes.Code
 	}
 	run := func(client func(h *harness) rlsv3.RateLimitServiceClient) []outcome {
-		h := start(t, limiter.Options{})
+		h := start(t, limiter.Options{}, trustAny(t))
 		c := client(h)
 		record := metadata.AppendToOutgoingContext(context.Background(), SidecarKey, SidecarRecord)
 		req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 5, Descriptors: []*ratelimitv3.RateLimitDescriptor{

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/share"
 	"github.com/sluicehq/sluice/pkg/topkeys"
@@ -80,10 +81,18 @@ type ServerOptions struct {
 	// ReferenceMetrics adds envoyproxy/ratelimit's metrics on Registerer
 	// (limiter.Metrics.EnableReferenceMetrics).
 	ReferenceMetrics bool
-	// KeyPrefix, LegacyHeaders, RecordAllowed: see limiter.Options.
+	// KeyPrefix, LegacyHeaders: see limiter.Options.
 	KeyPrefix     string
 	LegacyHeaders bool
-	RecordAllowed func(context.Context) bool
+	// Proxies say which callers are sluice's sidecars (pkg/peerauth):
+	// only their recorded hits and demand reports are honoured. The zero
+	// value trusts none: every record marker is answered as an ordinary
+	// request (WithProxies). The token file is watched while the server
+	// runs.
+	Proxies peerauth.Options
+	// ShareBytes bounds the memory of the sidecars' demand reports
+	// (share.Options.MaxBytes). Default share.DefaultMaxBytes.
+	ShareBytes int64
 
 	Logger *slog.Logger
 	// Registerer, if set, gets the service's metrics.
@@ -189,20 +198,25 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	// A store's server hands async sidecars their allowances.
 	var shares *share.Tracker
 	if o.Decider == nil && o.Tier == nil {
-		if shares, err = share.New(share.Options{}); err != nil {
+		if shares, err = share.New(share.Options{MaxBytes: o.ShareBytes}); err != nil {
 			return nil, err
 		}
+	}
+	o.Proxies.Logger = o.Logger
+	proxies, err := peerauth.New(o.Proxies)
+	if err != nil {
+		return nil, fmt.Errorf("sidecars: %w", err)
 	}
 	s.top = topkeys.New(topkeys.Options{})
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
-		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, RecordAllowed: o.RecordAllowed, Shares: shares,
+		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, Shares: shares,
 		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting, TopKeys: s.top,
 	})
 	if err != nil {
 		return nil, err
 	}
-	var sopts []ServiceOption
+	sopts := []ServiceOption{WithProxies(proxies, o.Logger, o.Registerer)}
 	if o.DynamicMetadata {
 		sopts = append(sopts, WithDynamicMetadata())
 	}
@@ -212,6 +226,12 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	s.metrics = metrics
 	s.history = console.NewHistory(limiter.RequestCodes(), historySeconds)
 	go s.sample(ctx)
+	if shares != nil {
+		go sweep(ctx, shares)
+	}
+	if err := proxies.Watch(ctx); err != nil {
+		o.Logger.Warn("sidecar token file changes will not be seen until a restart", "error", err.Error())
+	}
 	if o.ConfigSource != nil {
 		done := make(chan error, 1)
 		go func() { done <- o.ConfigSource.Run(ctx, s.config); close(done) }()
@@ -260,6 +280,21 @@ func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Dec
 		Breaker: o.Breaker, Logger: o.Logger, Metrics: sm,
 	})
 	return s.store, err
+}
+
+// sweep drops the demand reports of sidecars gone quiet, once a second,
+// until ctx is done.
+func sweep(ctx context.Context, shares *share.Tracker) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			shares.Sweep(now)
+		}
+	}
 }
 
 // Config is the config being served.

@@ -3,18 +3,23 @@ package rls
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/share"
 )
 
@@ -25,6 +30,11 @@ type Service struct {
 	core    *limiter.Service
 	limits  config.LimitMemo[*rlsv3.RateLimitResponse_RateLimit]
 	dynamic bool // WithDynamicMetadata
+	// Who may speak as a sidecar (WithProxies); nil: nobody.
+	proxies  *peerauth.Authenticator
+	refusals *prometheus.CounterVec // nil: not counted
+	log      *slog.Logger
+	logEvery rate.Sometimes // refusals logged at most once a second
 }
 
 // ServiceOption sets an optional behaviour of a Service. Options are
@@ -37,9 +47,31 @@ type ServiceOption func(*Service)
 // descriptors that passed.
 func WithDynamicMetadata() ServiceOption { return func(s *Service) { s.dynamic = true } }
 
+// WithProxies says which callers are sluice's sidecars, whose record
+// marker, demand reports and allowances are honoured: those auth names.
+// A marker from anyone else is answered as an ordinary request, with
+// RefusedKey saying why, counted in sluice_sidecar_refusals_total on reg
+// (if not nil) and logged to log at most once a second. Without this
+// option no caller is a sidecar.
+func WithProxies(auth *peerauth.Authenticator, log *slog.Logger, reg prometheus.Registerer) ServiceOption {
+	return func(s *Service) {
+		s.proxies = auth
+		if log != nil {
+			s.log = log
+		}
+		if reg != nil {
+			s.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "sluice_sidecar_refusals_total",
+				Help: "Sidecar markers (recorded hits, demand reports) refused because the caller is not a known sidecar, by reason: not_configured, no_credentials, unknown_certificate, bad_token, token_without_tls. The request is decided as an ordinary one.",
+			}, []string{"reason"})
+			reg.MustRegister(s.refusals)
+		}
+	}
+}
+
 // NewService serves core as Envoy's RateLimitService.
 func NewService(core *limiter.Service, opts ...ServiceOption) *Service {
-	s := &Service{core: core}
+	s := &Service{core: core, log: slog.New(slog.DiscardHandler), logEvery: rate.Sometimes{Interval: time.Second}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -59,12 +91,15 @@ const (
 	SidecarSync = "sync"
 	// SidecarRecord marks hits a sidecar already admitted
 	// (limiter.DecideOptions.Record): recorded in full even where they
-	// exceed what is left (the state goes into debt, within one capacity
-	// of the limit), and a status is OVER_LIMIT when its limit is used up.
-	// Unless the server's -record-clients says otherwise, the marker is
-	// honoured from any caller that reaches the gRPC port (Envoy itself
-	// never sets it): keep that port reachable only by Envoy and sidecars.
+	// exceed what is left (the state goes into debt, within its cap), and
+	// a status is OVER_LIMIT when its limit is used up. Honoured only from
+	// callers WithProxies names; from anyone else the request is decided
+	// as an ordinary one and RefusedKey says so.
 	SidecarRecord = "record"
+	// RefusedKey is the response header metadata answering a record
+	// marker that was not honoured: why (a peerauth.Refusal). The request
+	// was decided as a client's: its hits were taken only if they fit.
+	RefusedKey = "x-sluice-sidecar-refused"
 	// LimitPathKey is request metadata a sidecar sends with recorded hits:
 	// per descriptor, in order, the path of the configured limit it matched
 	// ("" for none): limiter.DecideOptions.Paths.
@@ -93,10 +128,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, grpcError(err)
 	}
 	sidecar := sidecarMode(ctx)
+	var proxy string
+	if sidecar == SidecarRecord {
+		var refusal peerauth.Refusal
+		if proxy, refusal = s.authenticate(ctx); refusal != "" {
+			sidecar = ""
+			grpc.SetHeader(ctx, metadata.Pairs(RefusedKey, string(refusal)))
+		}
+	}
 	o := limiter.DecideOptions{Record: sidecar == SidecarRecord, Content: sidecar == ""}
 	if o.Record {
 		o.Paths = metadata.ValueFromIncomingContext(ctx, LimitPathKey)
-		o.Demand = demandOf(ctx, len(req.GetDescriptors()))
+		if o.Demand = demandOf(ctx, len(req.GetDescriptors())); o.Demand != nil {
+			o.Demand.Peer = proxy
+		}
 	}
 	a, err := s.core.Decide(ctx, view{req}, o)
 	if err != nil {
@@ -114,6 +159,31 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, a)
 	}
 	return resp, nil
+}
+
+// authenticate names the sidecar calling with ctx, or counts and logs
+// (sampled) why the caller is not one.
+func (s *Service) authenticate(ctx context.Context) (string, peerauth.Refusal) {
+	name, refusal := s.proxies.Authenticate(ctx)
+	if refusal != "" {
+		return s.refuse(ctx, refusal)
+	}
+	return name, ""
+}
+
+func (s *Service) refuse(ctx context.Context, refusal peerauth.Refusal) (string, peerauth.Refusal) {
+	if s.refusals != nil {
+		s.refusals.WithLabelValues(string(refusal)).Inc()
+	}
+	s.logEvery.Do(func() {
+		addr := ""
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			addr = p.Addr.String()
+		}
+		s.log.Warn("sidecar marker refused: the caller is not a known sidecar; decided as an ordinary request (logged at most once a second)",
+			"reason", string(refusal), "peer", addr)
+	})
+	return "", refusal
 }
 
 func sidecarMode(ctx context.Context) string {
@@ -188,8 +258,6 @@ func grpcError(err error) error {
 		return status.Error(codes.InvalidArgument, bad.Error())
 	case errors.Is(err, limiter.ErrUnavailable), errors.Is(err, limiter.ErrNoConfig):
 		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, limiter.ErrRecordDenied):
-		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

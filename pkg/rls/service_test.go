@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -96,6 +98,17 @@ func mustConfig(t *testing.T, src string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// trustAny makes every caller a sidecar, as a server started with
+// -trust-any-sidecar does: for tests of the record path itself.
+func trustAny(t *testing.T) ServiceOption {
+	t.Helper()
+	a, err := peerauth.New(peerauth.Options{TrustAnyCaller: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return WithProxies(a, slog.New(slog.DiscardHandler), nil)
 }
 
 type harness struct {

@@ -18,7 +18,7 @@ import (
 // TestSidecarRecord: hits a sidecar already admitted are recorded in full,
 // even past the limit, and the debt holds back later requests.
 func TestSidecarRecord(t *testing.T) {
-	h := start(t, limiter.Options{})
+	h := start(t, limiter.Options{}, trustAny(t))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), SidecarKey, SidecarRecord)
 	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 5, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		desc("remote_address", "debtor"), desc("nothing", "x"),
@@ -59,7 +59,7 @@ func TestSidecarAllowance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, limiter.Options{Shares: tr})
+	h := start(t, limiter.Options{Shares: tr}, trustAny(t))
 	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 2, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		desc("remote_address", "tight"), desc("nothing", "x"),
 	}}
@@ -105,7 +105,7 @@ func TestSidecarDemandHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, limiter.Options{Shares: tr})
+	h := start(t, limiter.Options{Shares: tr}, trustAny(t))
 	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "hostile")}}
 	for _, md := range [][]string{
 		{SidecarIDKey, "s", IntervalKey, "10000", DemandKey, "1e308"},

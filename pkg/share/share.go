@@ -43,19 +43,23 @@
 // the store's debt holds the excess back in the next rounds. The model
 // test (model_test.go) measures the rule over 3 to 100 sidecars.
 //
-// The Tracker keeps what it needs in memory, per server process: with
-// several server replicas behind one address, each sees a sidecar's
-// reports in turn and knows only the allowances it gave itself.
+// The Tracker keeps what it needs in memory, per server process, within a
+// byte budget: with several server replicas behind one address, each sees
+// a sidecar's reports in turn and knows only the allowances it gave
+// itself. A report counts for three of the intervals at which its sidecar
+// is actually seen reporting the key (at least a second, so that a
+// sidecar that asks for a key seldom keeps its demand in the total in
+// between), never for longer because the sidecar says it reports seldom.
 package share
 
 import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
+	"unsafe"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/sluicehq/sluice/pkg/lrumap"
 )
 
 // Tightness is how many flush intervals of the reported demand the pool
@@ -72,38 +76,69 @@ const lapse = 3
 // outside them.
 const (
 	MaxSidecarID = 64
+	MaxPeer      = 256
 	MinInterval  = time.Millisecond
 	MaxInterval  = 10 * time.Second
 	MaxRate      = 1e9 // units per second
 )
 
+// What one peer's demand can weigh. A report is honoured only from an
+// authenticated peer (pkg/peerauth), but a peer holding valid credentials
+// can still claim any demand, under as many sidecar names as it likes. So
+// the demands of one peer's sidecars on a key are summed and capped: in
+// the shares at MaxShareWeight times the limit's rate, and in the
+// tightness test so that one peer's claim alone makes a key tight only
+// once half its capacity is used (Tightness intervals of the capped
+// demand are half the capacity). Then, whatever one peer claims, every
+// other peer's sidecar keeps at least half its demand-proportional share
+// whenever the others' demand is at least the limit's rate (d/(d+rate) ≥
+// 1/2), and a key that has more than half its capacity left is decided on
+// the local buckets as before. Give each sidecar a name of its own (its
+// own certificate or token): sidecars sharing one are one peer, and their
+// floods are judged tight later.
+const MaxShareWeight = 1
+
+// Limit is what the Tracker needs to know of a limit to weigh its
+// demand. A plain value, safe to share between goroutines.
+type Limit struct {
+	// Rate is its refill in units per second; Capacity the most it
+	// admits at once (algorithm.Capacity). Zero caps nothing.
+	Rate, Capacity float64
+}
+
 // Report is one sidecar's report for one key.
 //
 // A plain value, safe to copy and to share between goroutines.
 type Report struct {
+	// Peer is who the server knows the sidecar as (the name its client
+	// certificate or token carries; "" when every caller is trusted): two
+	// sidecars of different peers never share an identity, whatever they
+	// claim.
+	Peer string
 	// Sidecar names the sidecar, the same in every report it makes.
 	Sidecar string
 	// Rate is the units it was asked for per second since its last report.
 	Rate float64
-	// Interval is how often it reports.
+	// Interval is how often it says it reports.
 	Interval time.Duration
 }
 
 // Valid reports whether r is within the bounds.
 func (r Report) Valid() bool {
-	return r.Sidecar != "" && len(r.Sidecar) <= MaxSidecarID &&
+	return r.Sidecar != "" && len(r.Sidecar) <= MaxSidecarID && len(r.Peer) <= MaxPeer &&
 		r.Interval >= MinInterval && r.Interval <= MaxInterval &&
 		r.Rate >= 0 && r.Rate <= MaxRate // NaN fails both
 }
 
 // Allot is the rule for one sidecar: its allowance out of pool, given its
-// demand rate mine, the demand rate of all (total, mine included) and the
-// flush interval in seconds; or -1 when the key is not tight. u is uniform
-// in [0, 1): the share is rounded to whole units, up with the probability
-// of its fraction, so that a sidecar whose share of a small pool is below
-// one unit still gets its share over time.
-func Allot(pool, mine, total, interval, u float64) float64 {
-	if total <= 0 || pool >= Tightness*total*interval {
+// demand's weight mine and the weight of all (total, mine included), or -1
+// when the key is not tight, which is when pool covers Tightness flush
+// intervals (interval, in seconds) of demand (units per second). u is
+// uniform in [0, 1): the share is rounded to whole units, up with the
+// probability of its fraction, so that a sidecar whose share of a small
+// pool is below one unit still gets its share over time.
+func Allot(pool, mine, total, demand, interval, u float64) float64 {
+	if total <= 0 || pool >= Tightness*demand*interval {
 		return -1
 	}
 	g := max(0, pool) * mine / total
@@ -114,54 +149,78 @@ func Allot(pool, mine, total, interval, u float64) float64 {
 	return whole
 }
 
+// DefaultMaxBytes is a Tracker's default byte budget.
+const DefaultMaxBytes = 64 << 20
+
+// DefaultMaxSidecars is how many sidecars one key remembers by default.
+const DefaultMaxSidecars = 64
+
 // Options bound a Tracker. Zero values take the defaults given. A plain
 // value, safe to share between goroutines.
 type Options struct {
-	// MaxKeys is how many keys the tracker remembers (least recently
-	// reported dropped first). Default 100,000.
-	MaxKeys int
+	// MaxBytes bounds the tracker's memory: its keys, their reports and
+	// the names in them (least recently reported keys dropped first).
+	// Default DefaultMaxBytes.
+	MaxBytes int64
 	// MaxSidecars is how many sidecars one key remembers (the stalest
-	// dropped first). Default 256.
+	// dropped first). Default DefaultMaxSidecars.
 	MaxSidecars int
 }
 
 // Tracker remembers, per key, the latest report and allowance of each
 // sidecar, and applies the rule. It is safe for concurrent use.
 type Tracker struct {
-	keys        *lru.Cache[string, *keyState]
+	keys        *lrumap.Map[keyState]
 	maxSidecars int
 }
 
 type keyState struct {
-	mu      sync.Mutex
-	reports []entry // guarded by mu
+	reports []entry
+	// expires is when the last of its reports goes stale (ns).
+	expires int64
 }
 
 // entry is one sidecar's latest report for a key.
 type entry struct {
-	Report
-	at int64 // ns, when the report came
+	peer, sidecar string
+	rate          float64
+	interval      time.Duration
+	at            int64 // ns, when the report came
+	gap           int64 // ns since the sidecar's report before it; 0: none
 }
 
-// fresh is how long a report of a sidecar reporting every interval counts
-// for: a sidecar that asks for a key seldom reports it seldom, and its
-// demand must not vanish from the total in between.
-func fresh(interval time.Duration) int64 {
-	return max(lapse*int64(interval), int64(time.Second))
+// entryBytes is what one report costs a key: the entry and its names.
+func entryBytes(e *entry) int64 {
+	return int64(unsafe.Sizeof(*e)) + int64(len(e.peer)+len(e.sidecar))
+}
+
+// fresh is how long e counts for: lapse intervals of its sidecar, the
+// interval being the shorter of what it says and the gap seen between its
+// last two reports of the key, and at least a second, so that the demand
+// of a sidecar that asks for a key seldom does not vanish from the total
+// between its reports.
+func (e *entry) fresh() int64 {
+	iv := int64(e.interval)
+	if e.gap > 0 {
+		iv = min(iv, e.gap)
+	} else {
+		iv = 0
+	}
+	return max(lapse*iv, int64(time.Second))
 }
 
 // New returns a Tracker.
 func New(o Options) (*Tracker, error) {
-	if o.MaxKeys == 0 {
-		o.MaxKeys = 100_000
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxSidecars == 0 {
-		o.MaxSidecars = 256
+		o.MaxSidecars = DefaultMaxSidecars
 	}
-	if o.MaxKeys < 0 || o.MaxSidecars < 0 {
-		return nil, errors.New("share: MaxKeys and MaxSidecars must not be negative")
+	if o.MaxBytes < 0 || o.MaxSidecars < 0 {
+		return nil, errors.New("share: MaxBytes and MaxSidecars must not be negative")
 	}
-	keys, err := lru.New[string, *keyState](o.MaxKeys)
+	keys, err := lrumap.New[keyState](lrumap.Options{MaxBytes: o.MaxBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -170,52 +229,108 @@ func New(o Options) (*Tracker, error) {
 
 // Allot records r for key, reported at now with pool left in the limit
 // after its hits, and returns the sidecar's allowance, or -1 for none
-// (also for a report outside the bounds).
-func (t *Tracker) Allot(key string, r Report, pool float64, now time.Time) float64 {
+// (also for a report outside the bounds). lim caps what each peer's
+// demand weighs (MaxShareWeight).
+func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.Time) float64 {
 	if !r.Valid() || math.IsNaN(pool) {
 		return -1
 	}
-	ks, ok := t.keys.Get(key)
-	if !ok {
-		ks = &keyState{}
-		if prev, found, _ := t.keys.PeekOrAdd(key, ks); found {
-			ks = prev
-		}
-	}
 	at := now.UnixNano()
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	mine, total := -1, 0.0
-	live := ks.reports[:0]
-	for _, e := range ks.reports {
-		if at-e.at > fresh(e.Interval) { // stale: forgotten
-			continue
-		}
-		live = append(live, e)
-		if e.Sidecar == r.Sidecar {
-			mine = len(live) - 1
-			continue
-		}
-		total += e.Rate
-	}
-	clear(ks.reports[len(live):])
-	ks.reports = live
-	total += r.Rate
-	g := Allot(pool, r.Rate, total, r.Interval.Seconds(), rand.Float64())
-	e := entry{Report: r, at: at}
-	switch {
-	case mine >= 0:
-		ks.reports[mine] = e
-	case len(ks.reports) < t.maxSidecars:
-		ks.reports = append(ks.reports, e)
-	default: // full: the stalest report makes room
-		oldest := 0
-		for i, x := range ks.reports {
-			if x.at < ks.reports[oldest].at {
-				oldest = i
+	g := -1.0
+	t.keys.Update(key, func(ks *keyState, _ bool) int64 {
+		e := entry{peer: r.Peer, sidecar: r.Sidecar, rate: r.Rate, interval: r.Interval, at: at}
+		live := ks.reports[:0]
+		at0 := -1 // this sidecar's report, if it has one
+		for _, x := range ks.reports {
+			if at-x.at > x.fresh() { // stale: forgotten
+				continue
 			}
+			if x.peer == e.peer && x.sidecar == e.sidecar {
+				e.gap = at - x.at
+				at0 = len(live)
+			}
+			live = append(live, x)
 		}
-		ks.reports[oldest] = e
-	}
+		clear(ks.reports[len(live):])
+		ks.reports = live
+		switch {
+		case at0 >= 0:
+			ks.reports[at0] = e
+		case len(ks.reports) < t.maxSidecars:
+			ks.reports = append(ks.reports, e)
+		default: // full: the stalest report makes room
+			oldest := 0
+			for i, x := range ks.reports {
+				if x.at < ks.reports[oldest].at {
+					oldest = i
+				}
+			}
+			ks.reports[oldest] = e
+		}
+		iv := r.Interval.Seconds()
+		mine, total, demand := weigh(ks.reports, e.peer, e.sidecar, lim.Rate*MaxShareWeight, lim.Capacity/(2*Tightness*iv))
+		g = Allot(pool, mine, total, demand, iv, rand.Float64())
+		size := int64(cap(ks.reports)) * int64(unsafe.Sizeof(entry{}))
+		ks.expires = 0
+		for i := range ks.reports {
+			x := &ks.reports[i]
+			size += int64(len(x.peer) + len(x.sidecar))
+			ks.expires = max(ks.expires, x.at+x.fresh())
+		}
+		return size
+	})
 	return g
 }
+
+// weigh returns the weight of sidecar's demand on a key and the total
+// weight of all reports, each peer's demand capped at shareCap, and the
+// demand the tightness test weighs, each peer's capped at tightCap (a cap
+// of 0 or less caps nothing). The reports are few (at most MaxSidecars),
+// so the peers are summed by a scan rather than a map.
+func weigh(reports []entry, peer, sidecar string, shareCap, tightCap float64) (mine, total, demand float64) {
+	capped := func(sum, c float64) float64 {
+		if c > 0 {
+			return min(sum, c)
+		}
+		return sum
+	}
+	for i := range reports {
+		p := reports[i].peer
+		first, sum, own := true, 0.0, 0.0
+		for j := range reports {
+			if reports[j].peer != p {
+				continue
+			}
+			if j < i {
+				first = false
+				break
+			}
+			sum += reports[j].rate
+			if reports[j].sidecar == sidecar {
+				own = reports[j].rate
+			}
+		}
+		if !first {
+			continue // this peer was summed at its first report
+		}
+		total += capped(sum, shareCap)
+		demand += capped(sum, tightCap)
+		if p == peer && sum > 0 {
+			mine = own * capped(sum, shareCap) / sum
+		}
+	}
+	return mine, total, demand
+}
+
+// Sweep drops the keys whose reports have all gone stale by now (a key
+// reported within the last MaxInterval×lapse may wait for the next sweep),
+// so that memory held for sidecars that went away is given back without a
+// new report of the same key. The owner calls it on a timer.
+func (t *Tracker) Sweep(now time.Time) int {
+	at := now.UnixNano()
+	return t.keys.Sweep(func(ks *keyState) bool { return ks.expires <= at })
+}
+
+// Len is the keys held; Bytes the memory they are counted to hold.
+func (t *Tracker) Len() int     { return t.keys.Len() }
+func (t *Tracker) Bytes() int64 { return t.keys.Bytes() }

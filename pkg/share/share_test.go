@@ -3,10 +3,14 @@ package share
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
+
+// lim is a limit of 100 a second with a capacity of 100.
+var lim = Limit{Rate: 100, Capacity: 100}
 
 func TestAllot(t *testing.T) {
 	cases := []struct {
@@ -21,7 +25,7 @@ func TestAllot(t *testing.T) {
 		{"no demand reported: no allowance", 0, 0, 0, 0, -1},
 	}
 	for _, c := range cases {
-		if got := Allot(c.pool, c.mine, c.total, 0.01, c.u); got != c.want {
+		if got := Allot(c.pool, c.mine, c.total, c.total, 0.01, c.u); got != c.want {
 			t.Errorf("%s: Allot(pool %v, mine %v, total %v) = %v; want %v", c.name, c.pool, c.mine, c.total, got, c.want)
 		}
 	}
@@ -37,7 +41,7 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	}
 	now := time.Unix(1000, 0)
 	iv := 10 * time.Millisecond
-	if g := tr.Allot("loose", Report{Sidecar: "a", Rate: 100, Interval: iv}, 1000, now); g != -1 {
+	if g := tr.Allot("loose", Report{Sidecar: "a", Rate: 100, Interval: iv}, 1000, Limit{}, now); g != -1 {
 		t.Fatalf("a key far from its limit got an allowance of %v", g)
 	}
 	rates := map[string]float64{"big": 800, "small-1": 100, "small-2": 100}
@@ -46,7 +50,7 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	for range rounds {
 		for _, id := range []string{"big", "small-1", "small-2"} {
 			now = now.Add(iv / 3)
-			sum[id] += tr.Allot("k", Report{Sidecar: id, Rate: rates[id], Interval: iv}, 10, now)
+			sum[id] += tr.Allot("k", Report{Sidecar: id, Rate: rates[id], Interval: iv}, 10, Limit{}, now)
 		}
 	}
 	for id, rate := range rates {
@@ -57,16 +61,15 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	}
 	// A sidecar that stopped reporting stops counting after a second.
 	later := now.Add(2 * time.Second)
-	if g := tr.Allot("k", Report{Sidecar: "small-1", Rate: 100, Interval: iv}, 1, later); g != 1 {
+	if g := tr.Allot("k", Report{Sidecar: "small-1", Rate: 100, Interval: iv}, 1, Limit{}, later); g != 1 {
 		t.Errorf("alone on the key after the others went quiet: %v; want the whole pool, 1", g)
 	}
 }
 
 // TestTrackerBounds: reports outside the bounds get nothing and are not
-// kept; a key keeps at most MaxSidecars reports, and the tracker at most
-// MaxKeys keys.
+// kept; a key keeps at most MaxSidecars reports.
 func TestTrackerBounds(t *testing.T) {
-	tr, err := New(Options{MaxKeys: 2, MaxSidecars: 3})
+	tr, err := New(Options{MaxSidecars: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,34 +78,170 @@ func TestTrackerBounds(t *testing.T) {
 	for _, r := range []Report{
 		{Sidecar: "", Rate: 1, Interval: iv},
 		{Sidecar: strings.Repeat("x", MaxSidecarID+1), Rate: 1, Interval: iv},
+		{Peer: strings.Repeat("p", MaxPeer+1), Sidecar: "a", Rate: 1, Interval: iv},
 		{Sidecar: "a", Rate: math.NaN(), Interval: iv},
 		{Sidecar: "a", Rate: -1, Interval: iv},
 		{Sidecar: "a", Rate: math.Inf(1), Interval: iv},
 		{Sidecar: "a", Rate: 1, Interval: 0},
 		{Sidecar: "a", Rate: 1, Interval: time.Hour},
 	} {
-		if g := tr.Allot("k", r, 0, now); g != -1 {
+		if g := tr.Allot("k", r, 0, lim, now); g != -1 {
 			t.Errorf("report %+v: allowance %v; want none", r, g)
 		}
 	}
-	if tr.keys.Len() != 0 {
-		t.Errorf("refused reports left %d keys", tr.keys.Len())
+	if tr.Len() != 0 {
+		t.Errorf("refused reports left %d keys", tr.Len())
 	}
 	for i := range 10 {
-		tr.Allot("k", Report{Sidecar: fmt.Sprint(i), Rate: 1, Interval: iv}, 0, now)
-		tr.Allot(fmt.Sprint("other", i), Report{Sidecar: "a", Rate: 1, Interval: iv}, 0, now)
+		tr.Allot("k", Report{Sidecar: fmt.Sprint(i), Rate: 1, Interval: iv}, 0, lim, now)
 	}
-	if tr.keys.Len() != 2 {
-		t.Errorf("%d keys held; want MaxKeys 2", tr.keys.Len())
+	n := -1
+	tr.keys.Get("k", func(ks *keyState) { n = len(ks.reports) })
+	if n != 3 {
+		t.Errorf("key k holds %d reports; want MaxSidecars 3", n)
 	}
-	ks, _ := tr.keys.Peek("other9")
-	if ks == nil || len(ks.reports) > 3 {
-		t.Fatalf("the newest key lost or over its bound: %+v", ks)
+}
+
+// TestTrackerHeapWithinBudget: one caller reporting distinct keys under
+// distinct sidecar ids, as fast as it can (the flood of the issue that
+// took a server to 894 MB), leaves the tracker within its byte budget,
+// read off the heap.
+func TestTrackerHeapWithinBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reports 200k keys")
+	}
+	const budget = 8 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tr, err := New(Options{MaxBytes: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	id := strings.Repeat("i", MaxSidecarID-8)
+	peer := strings.Repeat("p", 64)
+	for i := range 200_000 {
+		key := fmt.Sprintf("sluice:%0200d", i/4) // four sidecars a key, 200-byte keys
+		tr.Allot(key, Report{Peer: peer, Sidecar: fmt.Sprintf("%s%08d", id, i), Rate: 1e9, Interval: 10 * time.Millisecond}, 0, lim, now)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap %d bytes for a budget of %d (%d keys, %d counted)", heap, budget, tr.Len(), tr.Bytes())
+	if tr.Bytes() > budget || heap > budget*5/4 {
+		t.Errorf("heap %d bytes, counted %d; want both within the %d-byte budget (a quarter over for the allocator)", heap, tr.Bytes(), budget)
+	}
+	runtime.KeepAlive(tr)
+}
+
+// TestStaleReportsSweptAway: keys whose reports all went stale leave on
+// the owner's timer, without another report of the same key.
+func TestStaleReportsSweptAway(t *testing.T) {
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	for i := range 1000 {
+		tr.Allot(fmt.Sprint("k", i), Report{Sidecar: "a", Rate: 1, Interval: 10 * time.Millisecond}, 0, lim, now)
+	}
+	if n := tr.Sweep(now.Add(500 * time.Millisecond)); n != 0 {
+		t.Errorf("Sweep half a second later dropped %d keys; want none (reports count for a second)", n)
+	}
+	if n := tr.Sweep(now.Add(1001 * time.Millisecond)); n != 1000 || tr.Len() != 0 || tr.Bytes() != 0 {
+		t.Errorf("Sweep after a second dropped %d keys, left %d (%d bytes); want all 1000 gone", n, tr.Len(), tr.Bytes())
+	}
+}
+
+// TestReportLifetimeIsTheSeenInterval: a sidecar that says it reports
+// every 10 s, the most a report may say, still counts for a second after a
+// single report: how long a report counts follows how often its sidecar is
+// seen, not what it says (the forged report of the issue counted for 30 s).
+func TestReportLifetimeIsTheSeenInterval(t *testing.T) {
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	slow := Report{Peer: "evil", Sidecar: "evil", Rate: 1000, Interval: MaxInterval}
+	tr.Allot("k", slow, 0, lim, now)
+	alone := Report{Peer: "good", Sidecar: "good", Rate: 100, Interval: 10 * time.Millisecond}
+	// A pool of 5 is tight for a demand of 100/s (8 intervals of it are 8).
+	if g := tr.Allot("k", alone, 5, lim, now.Add(1500*time.Millisecond)); g != 5 {
+		t.Errorf("1.5 s after one report that says 10 s: the other sidecar got %v of 5; want all (the report is stale)", g)
+	}
+	// Seen every 500 ms, it counts for 1.5 s (three of its seen intervals).
+	tr.Allot("k2", slow, 0, lim, now)
+	tr.Allot("k2", slow, 0, lim, now.Add(500*time.Millisecond))
+	if g := tr.Allot("k2", alone, 5, lim, now.Add(1700*time.Millisecond)); g == 5 {
+		t.Errorf("seen every 500 ms, the report no longer counted 1.2 s later: the other got all %v; want a share", g)
+	}
+	if g := tr.Allot("k2", alone, 5, lim, now.Add(2100*time.Millisecond)); g != 5 {
+		t.Errorf("seen every 500 ms, the report still counted 1.6 s later: the other got %v of 5; want all", g)
+	}
+}
+
+// TestOnePeerCannotStarveOthers: a peer holding valid credentials that
+// claims the largest demand a report may carry, under as many sidecar
+// names as a key holds, leaves every other peer's sidecar at least half
+// of the share it gets without the attacker, whenever the others' demand
+// is at least the limit's rate; and it cannot make a key tight that has
+// more than half its capacity left.
+func TestOnePeerCannotStarveOthers(t *testing.T) {
+	iv := 10 * time.Millisecond
+	for _, honest := range [][]float64{{100}, {70, 50}, {250, 50, 10}} {
+		t.Run(fmt.Sprint(honest), func(t *testing.T) {
+			run := func(attack bool) []float64 {
+				tr, _ := New(Options{})
+				now := time.Unix(1000, 0)
+				got := make([]float64, len(honest))
+				for range 600 {
+					now = now.Add(iv / 2)
+					if attack {
+						for j := range DefaultMaxSidecars {
+							tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: MinInterval}, 2, lim, now)
+						}
+					}
+					for i, d := range honest {
+						r := Report{Peer: fmt.Sprint("peer", i), Sidecar: "s", Rate: d, Interval: iv}
+						got[i] += max(0, tr.Allot("k", r, 2, lim, now))
+					}
+				}
+				return got
+			}
+			fair, attacked := run(false), run(true)
+			for i := range honest {
+				if attacked[i] < fair[i]/2 {
+					t.Errorf("sidecar of demand %v got %.0f under attack, %.0f without; want at least half", honest[i], attacked[i], fair[i])
+				}
+			}
+		})
+	}
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	for j := range DefaultMaxSidecars {
+		tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: iv}, 0, lim, now)
+	}
+	if g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}, 51, lim, now); g != -1 {
+		t.Errorf("a key with 51 of 100 left made tight by one peer's claims: allowance %v; want none", g)
+	}
+	if g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}, 49, lim, now); g < 0 {
+		t.Errorf("a key with 49 of 100 left and a peer's claims: no allowance; want one (the rule still binds)")
+	}
+}
+
+// TestNamesAreThePeers: a sidecar name claimed by two peers is two
+// sidecars: neither report replaces the other.
+func TestNamesAreThePeers(t *testing.T) {
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	iv := 10 * time.Millisecond
+	tr.Allot("k", Report{Peer: "good", Sidecar: "a", Rate: 100, Interval: iv}, 4, lim, now)
+	tr.Allot("k", Report{Peer: "evil", Sidecar: "a", Rate: 0, Interval: iv}, 4, lim, now)
+	n := 0
+	tr.keys.Get("k", func(ks *keyState) { n = len(ks.reports) })
+	if n != 2 {
+		t.Errorf("%d reports for one name under two peers; want 2", n)
 	}
 }
 
 func TestNewRefusesNegativeBounds(t *testing.T) {
-	if _, err := New(Options{MaxKeys: -1}); err == nil {
-		t.Error("MaxKeys -1: no error")
+	if _, err := New(Options{MaxBytes: -1}); err == nil {
+		t.Error("MaxBytes -1: no error")
 	}
 }
