@@ -383,6 +383,59 @@ func TestComposeWiring(t *testing.T) {
 	}
 }
 
+// TestComposeSidecarsKnown: the servers honour the sidecar's recorded hits only from sidecars
+// they know, so the sidecar sends a token that the file of every server it names holds.
+func TestComposeSidecarsKnown(t *testing.T) {
+	root := repoRoot(t)
+	c := readCompose(t, root)
+	mounted := func(s composeService, path string) string {
+		for _, v := range s.Volumes {
+			if src, dst, _ := strings.Cut(v, ":"); strings.TrimSuffix(dst, ":ro") == path {
+				return filepath.Join(root, src)
+			}
+		}
+		t.Fatalf("%s is not mounted from the repository", path)
+		return ""
+	}
+	sidecars := 0
+	for name, s := range c.Services {
+		up := s.flag("upstream")
+		if up == "" {
+			continue
+		}
+		sidecars++
+		tokenFile := s.flag("upstream-token-file")
+		if tokenFile == "" {
+			t.Errorf("%s: no -upstream-token-file: the servers would decide its recorded hits as a client's", name)
+			continue
+		}
+		token, err := os.ReadFile(mounted(s, tokenFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range strings.Split(up, ",") {
+			host, _, _ := splitHostPort(addr)
+			server := c.Services[host]
+			tokens, err := os.ReadFile(mounted(server, server.flag("sidecar-tokens")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			known := false
+			for _, line := range strings.Split(string(tokens), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(f[0], "#") && f[1] == strings.TrimSpace(string(token)) {
+					known = true
+				}
+			}
+			if !known {
+				t.Errorf("%s's token is not in %s's -sidecar-tokens", name, host)
+			}
+		}
+	}
+	if sidecars == 0 {
+		t.Error("no sidecar in the compose file")
+	}
+}
+
 // TestComposeFlags builds the binaries the image ships and checks that every flag the compose
 // file passes them is one they define, so a renamed flag breaks this test rather than the
 // demo's containers.

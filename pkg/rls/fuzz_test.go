@@ -161,7 +161,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	}
 	flags, _ := flagcache.New(1000)
 	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
-	svc := NewService(core)
+	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	}
 	flags, _ := flagcache.New(1000)
 	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
-	svc := NewService(core)
+	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {
 		f.Fatal(err)
 	}

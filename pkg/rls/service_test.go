@@ -102,7 +102,7 @@ func mustConfig(t *testing.T, src string) *config.Config {
 
 // trustAny makes every caller a sidecar, as a server started with
 // -trust-any-sidecar does: for tests of the record path itself.
-func trustAny(t *testing.T) ServiceOption {
+func trustAny(t testing.TB) ServiceOption {
 	t.Helper()
 	a, err := peerauth.New(peerauth.Options{TrustAnyCaller: true})
 	if err != nil {
