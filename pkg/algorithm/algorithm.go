@@ -123,15 +123,18 @@ const (
 	Take Mode = iota
 	// Force consumes the cost even when it does not fit, so the state can
 	// go into debt: used to record hits that a local tier already admitted.
-	// The Result then describes the key as the next request finds it, as a
-	// zero-cost check right after recording would: Allowed iff one more
-	// unit fits, RetryAfter until it does (however deep the debt).
+	// The debt is capped at min(capacity, Limit) units, one window's refill
+	// (see Decide), so however large the cost, the key admits again within
+	// Window + ⌈Window/Limit⌉ µs. The Result then describes the key as the
+	// next request finds it, as a zero-cost check right after recording
+	// would: Allowed iff one more unit fits, RetryAfter until it does.
 	Force
 	// Count consumes the cost whether it fits or not, and judges the
 	// request as Take would have: envoyproxy/ratelimit's counting, where
 	// every hit counts, rejected ones included. The Result is Take's
 	// verdict, with what is left after the hits (and, on a rejection, the
-	// wait they impose); the debt is capped as Force's.
+	// wait they impose for one more unit, at most Window + ⌈Window/Limit⌉
+	// µs); the debt is capped as Force's.
 	Count
 )
 
@@ -182,10 +185,20 @@ type State struct {
 // one s, only the later may be decided on or stored (DecideAll and the
 // stores keep one).
 //
-// Force records at most one capacity of debt (usage up to twice Limit, or
-// twice Burst for the buckets) and drops the rest, so what one caller
-// records, and the wait it imposes on a key, is bounded whatever cost it
-// sends; every duration in a Result is at most MaxDuration.
+// Force and Count record at most one window's refill of debt, or one
+// capacity where that is less: min(Burst, Limit) units below an empty
+// bucket for token_bucket and gcra; Limit units past the limit for
+// fixed_window and sliding_log (usage up to 2 × Limit); for
+// sliding_window a current window of at most Limit units (its estimate
+// then exceeds Limit by at most the previous window's weight, itself at
+// most Limit). They drop the rest, so what one caller records, and the
+// wait it imposes on a key, is bounded whatever cost it sends: on a clock
+// that does not go back, after any Force or Count the Result's RetryAfter
+// is at most Window + ⌈Window/Limit⌉ µs (one window, plus the refill of
+// the one unit it answers for), and a request of cost c ≤ MaxCost that
+// follows waits at most Window + ⌈c × Window/Limit⌉ µs, each within 1 µs
+// of floating-point rounding. Every duration in a Result is at most
+// MaxDuration.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch mode {
 	case Force:
@@ -208,6 +221,15 @@ func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 func decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	return kinds[p.Kind].decide(s, p, now, cost, mode)
 }
+
+// maxDebt is the most a Force or Count records beyond what fits (see
+// Decide), for an algorithm of this capacity (Capacity) and limit: one
+// window's refill, the limit, or the capacity where that is less (only a
+// bucket's burst can be). A debt of the limit is repaid within one window,
+// so no charge holds a key back for longer than a window and the refill of
+// the request that waits; a debt of a burst larger than the limit (100 on
+// 1 a day) would hold it back for as many windows as the burst has units.
+func maxDebt(capacity, limit int64) int64 { return min(capacity, limit) }
 
 // need is the cost a decision is judged on: a zero-cost check asks whether
 // one more unit would fit.

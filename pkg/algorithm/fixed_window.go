@@ -24,7 +24,7 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	n := need(cost)
 	allowed := count+n <= p.Limit
 	if allowed || mode == Force {
-		count = max(count, min(count+cost, 2*p.Limit)) // debt: see Decide
+		count = max(count, min(count+cost, p.Limit+maxDebt(twoLimits(p), p.Limit))) // see Decide
 	}
 	left := start + p.Window - now
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count)}

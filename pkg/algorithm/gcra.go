@@ -26,8 +26,10 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	if allowed || mode == Force {
-		// Debt stops at one burst past the tolerance (see Decide).
-		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), fnow+2*tolerance))
+		// Debt stops at min(Burst, Limit) emission intervals past the
+		// tolerance, what one window refills at most (see Decide).
+		most := fnow + tolerance + float64(float64(maxDebt(burstSize(p), p.Limit))*interval)
+		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), most))
 	}
 	return State{Exists: true, F: tat}, Result{
 		Allowed:    allowed,

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestForceDebtIsBounded: what a Force records is bounded by one capacity
-// of debt, so however large the cost a caller records, and however often,
-// the key admits again within about two windows (the finding: 2^32 hits
-// recorded on a 20/minute key meant a Retry-After of 408 years).
+// TestForceDebtIsBounded: what a Force records is bounded by one window's
+// refill of debt, so however large the cost a caller records, and however
+// often, the key admits again within one window and one unit's refill
+// (the finding: 2^32 hits recorded on a 20/minute key meant a Retry-After
+// of 408 years; see also debt_test.go).
 func TestForceDebtIsBounded(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for k := Kind(0); k < numKinds; k++ {
@@ -21,7 +22,7 @@ func TestForceDebtIsBounded(t *testing.T) {
 			for range 10 {
 				s, r = Decide(s, p, t0, 1<<32, Force)
 			}
-			bound := 2*p.Window + p.Window/p.Limit
+			bound := debtBound(p, 1)
 			if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > bound {
 				t.Fatalf("after 10 × Force 2^32: %+v; want denied for at most %d µs", r, bound)
 			}

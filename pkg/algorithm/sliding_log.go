@@ -22,11 +22,12 @@ type Run struct {
 // of any cost adds at most one run and a decision reads O(log runs) of
 // them. A unit accepted at time t counts while t > now-Window.
 //
-// The log holds at most 2 × Limit units: a Force (hits a local tier
-// already admitted) records what fits below that and drops the rest. A log
-// holding Limit units at now already denies everything until now+Window,
-// so the units dropped would change no answer within that Window; the cap
-// bounds a key's memory and debt whatever cost a caller sends.
+// The log holds at most 2 × Limit units (Limit and a debt of Limit, see
+// Decide): a Force (hits a local tier already admitted) records what fits
+// below that and drops the rest. A log holding Limit units at now already
+// denies everything until now+Window, so the units dropped would change no
+// answer within that Window; the cap bounds a key's memory and debt
+// whatever cost a caller sends.
 func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	log := s.Log
 	if k := len(log); k > 0 && log[k-1].T > now {
@@ -53,7 +54,7 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	if (allowed || mode == Force) && cost > 0 {
-		if add := min(cost, max(0, 2*p.Limit-count)); add > 0 {
+		if add := min(cost, max(0, p.Limit+maxDebt(limitSize(p), p.Limit)-count)); add > 0 {
 			log = appendRun(log, now, add)
 			count += add
 		}

@@ -36,7 +36,10 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 		}
 	}
 	if allowed || mode == Force {
-		added := max(0, min(cost, 2*p.Limit-curr)) // debt: see Decide
+		// Debt: the current window holds at most Limit (see Decide). What
+		// it holds weighs on the whole next window, so a count of 2 × Limit
+		// would hold the key back for up to one and a half windows.
+		added := max(0, min(cost, p.Limit-curr))
 		curr += added
 		estimate += float64(added)
 	}

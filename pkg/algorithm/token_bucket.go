@@ -29,9 +29,10 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 		}
 	}
 	if allowed || mode == Force {
-		// Debt stops at one bucket below empty (see Decide); never raise
-		// tokens, though, should an earlier, larger burst have left more.
-		tokens = math.Min(tokens, math.Max(tokens-float64(cost), -capacity))
+		// Debt stops at min(Burst, Limit) tokens below empty, what one
+		// window refills at most (see Decide); never raise tokens, though,
+		// should an earlier, larger burst have left more.
+		tokens = math.Min(tokens, math.Max(tokens-float64(cost), -float64(maxDebt(burstSize(p), p.Limit))))
 	}
 	reset := ceilPos((capacity - tokens) / rate)
 	return State{Exists: true, F: tokens, T: updated}, Result{

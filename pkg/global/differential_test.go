@@ -56,6 +56,9 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 		{Kind: kind, Limit: 3, Window: sec, Burst: 1},
 		// Windows that start off the epoch, as a calendar limit's do.
 		{Kind: kind, Limit: 4, Window: 7 * sec, Burst: 4, Origin: 1_780_000_000*sec + 123_457},
+		// A burst above the limit: a bucket's debt stops at one window's
+		// refill, not at one burst.
+		{Kind: kind, Limit: 2, Window: 5 * sec, Burst: 9},
 	}
 	if backward {
 		// States that outlive the run: hour windows, slow refill.
@@ -78,7 +81,7 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 		n := 1 + rng.IntN(3)
 		items := make([]Item, n)
 		for i := range items {
-			k := rng.IntN(4)
+			k := rng.IntN(5)
 			items[i] = Item{
 				Key:    Key(prefix, fmt.Sprint(k)),
 				Params: params[k%len(params)],
@@ -90,6 +93,9 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 				// Recorded hits, up to past the debt cap.
 				items[i].Mode = algorithm.Force
 				items[i].Cost = rng.Int64N(3*items[i].Params.Limit + 1)
+				if rng.IntN(4) == 0 {
+					items[i].Cost = 1 << 32 // the largest a request carries
+				}
 			case 1, 2:
 				// The reference's counting: every hit counts.
 				items[i].Mode = algorithm.Count

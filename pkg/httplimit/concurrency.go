@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
@@ -24,9 +26,9 @@ type Leases interface {
 	Release(ctx context.Context, key, id string) error
 }
 
-// ConcurrencyOptions configure a concurrency limit. Leases, Key and Limit
-// are required. Concurrency copies them; what they name is used from every
-// request's goroutine and must be safe for concurrent use.
+// ConcurrencyOptions configure a concurrency limit. Leases, Key, Limit and
+// Name are required. Concurrency copies them; what they name is used from
+// every request's goroutine and must be safe for concurrent use.
 type ConcurrencyOptions struct {
 	Leases Leases
 	// Key names whose slots a request takes (a client, a tenant); a request
@@ -38,8 +40,15 @@ type ConcurrencyOptions struct {
 	// (a crashed process): it should be longer than the slowest request.
 	// Default 1 minute.
 	TTL time.Duration
-	// Name names the limit in X-RateLimit-Reason and the key prefix.
-	// Default "concurrency".
+	// Name identifies the limit: its slots in the store are those of
+	// (Name, the Key's value), and no other pair's, and it names the limit
+	// in X-RateLimit-Reason and the log. Required: printable UTF-8 (no
+	// control, format or invisible characters), at most
+	// maxConcurrencyName (64) bytes. There is no default: two limits left
+	// at one default would share their slots ("alice" the tenant holding
+	// the slots of "alice" the user). Two middlewares with the same Name
+	// on one store (or on one Redis) are one limit, the way the replicas of
+	// a service share theirs; each distinct limit needs a Name of its own.
 	Name string
 	// Logger gets the store's failures, on which requests are served (a
 	// limiter that errors fails open). Default: discard.
@@ -52,15 +61,19 @@ type ConcurrencyOptions struct {
 // Retry-After of when the first slot frees at the latest. Envoy cannot
 // release a slot (its rate limit filter calls once per request), so this
 // limit lives in the service itself.
+//
+// A limit's slots are keyed by its Name and the request's Key value alone
+// (see ConcurrencyOptions.Name): it refuses to start without a Name of its
+// own, so no two limits share slots unless they are given the same Name.
 func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) {
 	if o.Leases == nil || o.Key == nil || o.Limit < 1 {
 		return nil, errors.New("httplimit: ConcurrencyOptions need Leases, Key and a Limit of at least 1")
 	}
+	if err := checkConcurrencyName(o.Name); err != nil {
+		return nil, err
+	}
 	if o.TTL <= 0 {
 		o.TTL = time.Minute
-	}
-	if o.Name == "" {
-		o.Name = "concurrency"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -72,8 +85,7 @@ func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) 
 				next.ServeHTTP(w, r)
 				return
 			}
-			// The value as the limiter counts it: a long one by its digest.
-			key, id := "sluice:"+o.Name+":"+limiter.EntryValue(k), rand.Text()
+			key, id := leaseKey(o.Name, k), rand.Text()
 			got, _, retry, err := o.Leases.Acquire(r.Context(), key, id, o.Limit, o.TTL)
 			if err != nil {
 				o.Logger.Warn("concurrency limit unavailable; serving", "limit", o.Name, "error", err.Error())
@@ -99,4 +111,31 @@ func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) 
 			next.ServeHTTP(w, r)
 		})
 	}, nil
+}
+
+// maxConcurrencyName bounds ConcurrencyOptions.Name, in bytes: it is sent
+// in a header and logged with every failure.
+const maxConcurrencyName = 64
+
+func checkConcurrencyName(name string) error {
+	if name == "" || len(name) > maxConcurrencyName {
+		return fmt.Errorf("httplimit: a concurrency limit needs a Name of 1 to %d bytes, its own (it is the limit's key space in the store)", maxConcurrencyName)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return fmt.Errorf("httplimit: concurrency limit Name %q: printable characters only", name)
+		}
+	}
+	return nil
+}
+
+// leaseKeyPrefix starts every concurrency limit's lease key.
+const leaseKeyPrefix = "sluice:lease:"
+
+// leaseKey is the store key of the slots of (name, value): limiter.Key's
+// length-prefixed digest, so no other pair shares it, whatever separators
+// either holds, a value cannot move its Cluster hash tag, and it has the
+// same 47 bytes however long the value.
+func leaseKey(name, value string) string {
+	return limiter.Key(leaseKeyPrefix, name, value)
 }

@@ -36,7 +36,7 @@ func TestConcurrency(t *testing.T) {
 				fmt.Fprintln(w, "ok")
 			})
 			tenant := func(r *http.Request) (string, bool) { return r.Header.Get("X-Tenant"), true }
-			mw, err := Concurrency(ConcurrencyOptions{Leases: leases, Key: tenant, Limit: 5, TTL: 10 * time.Second})
+			mw, err := Concurrency(ConcurrencyOptions{Leases: leases, Key: tenant, Limit: 5, TTL: 10 * time.Second, Name: "reports"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestConcurrency(t *testing.T) {
 			}
 			// Every slot came back: five new holders fit at once.
 			for i := range 5 {
-				if got, held, _, err := leases.Acquire(context.Background(), "sluice:concurrency:acme", fmt.Sprint("after", i), 5, time.Second); !got || err != nil {
+				if got, held, _, err := leases.Acquire(context.Background(), leaseKey("reports", "acme"), fmt.Sprint("after", i), 5, time.Second); !got || err != nil {
 					t.Fatalf("slot %d after the load: %v (held %d), %v; a slot was not released", i, got, held, err)
 				}
 			}
@@ -104,7 +104,7 @@ func (failingLeases) Release(context.Context, string, string) error { return nil
 
 // TestConcurrencyFailsOpen: a store that fails serves the request.
 func TestConcurrencyFailsOpen(t *testing.T) {
-	mw, err := Concurrency(ConcurrencyOptions{Leases: failingLeases{}, Key: func(*http.Request) (string, bool) { return "k", true }, Limit: 1})
+	mw, err := Concurrency(ConcurrencyOptions{Leases: failingLeases{}, Key: func(*http.Request) (string, bool) { return "k", true }, Limit: 1, Name: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ function fixed_window.decide(st, p, now, cost, force)
   if st.exists and st.t >= start then start, count = st.t, st.a end
   local n = need(cost)
   local allowed = count + n <= p.limit
+  -- debt: limit past the limit (algorithm.maxDebt; see algorithm.Decide)
   if allowed or force then count = math.max(count, math.min(count + cost, 2 * p.limit)) end
   local left = start + p.window - now
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }

@@ -18,7 +18,10 @@ function gcra.decide(st, p, now, cost, force)
     end
   end
   if allowed or force then
-    tat = math.max(tat, math.min(tat + cost * interval, now + 2 * tolerance))
+    -- debt stops at min(burst, limit) intervals past the tolerance
+    -- (algorithm.maxDebt; see algorithm.Decide)
+    local most = now + tolerance + math.min(p.burst, p.limit) * interval
+    tat = math.max(tat, math.min(tat + cost * interval, most))
   end
   return { exists = true, f = tat },
     { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),

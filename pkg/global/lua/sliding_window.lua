@@ -29,7 +29,8 @@ function sliding_window.decide(st, p, now, cost, force)
     end
   end
   if allowed or force then
-    local added = math.max(0, math.min(cost, 2 * p.limit - curr))
+    -- debt: the current window holds at most limit (see algorithm.Decide)
+    local added = math.max(0, math.min(cost, p.limit - curr))
     curr = curr + added
     estimate = estimate + added
   end

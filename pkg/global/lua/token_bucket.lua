@@ -21,8 +21,9 @@ function token_bucket.decide(st, p, now, cost, force)
     end
   end
   if allowed or force then
-    -- debt stops at one bucket below empty (see algorithm.Decide)
-    tokens = math.min(tokens, math.max(tokens - cost, -capacity))
+    -- debt stops at min(burst, limit) below empty, one window's refill
+    -- (algorithm.maxDebt; see algorithm.Decide)
+    tokens = math.min(tokens, math.max(tokens - cost, -math.min(capacity, p.limit)))
   end
   local reset = ceil_pos((capacity - tokens) / rate)
   return { exists = true, f = tokens, t = updated },
