@@ -78,7 +78,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	}
 	errs := []error{o.Flags.Validate(), o.tier.Validate()}
 	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
+		errs = append(errs, fmt.Errorf("%d unexpected arguments after the flags (not shown: one may be part of a password; quote a value with spaces)", fs.NArg()))
 	}
 	if o.upstream == "" {
 		errs = append(errs, errors.New("-upstream is required (the global server's gRPC address)"))

@@ -36,6 +36,7 @@ type options struct {
 	redisPassword string
 	redisTLS      bool
 	redisCA       string
+	redisAuth     // -redis-tls-cert, -redis-tls-key, -redis-sentinel-username, -redis-sentinel-password (redis.go)
 	redisPool     int
 	writers       int
 	failureMode   string
@@ -66,6 +67,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password for -redis-cluster and Sentinel (a URL carries its own)")
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "use TLS to -redis-cluster and Sentinel masters (rediss:// does it for a URL)")
 	fs.StringVar(&o.redisCA, "redis-tls-ca", "", "PEM file of CAs to verify Redis's certificate (default: system roots)")
+	o.redisAuth.register(fs)
 	fs.StringVar(&o.redisMode, "redis-mode", "direct", "direct (Redis decides every request) or cached (each replica admits from local token buckets and records the admitted hits to Redis in batches, every -flush-interval: the sidecar's async tier in process; overshoot bounded as documented in pkg/localtier; while Redis is unavailable it decides at -local-share and records the hits when Redis returns, in place of -failure-mode)")
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
@@ -89,7 +91,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		// Not shown: the tail of an unquoted password with a space lands here.
+		return nil, fmt.Errorf("%d unexpected arguments after the flags (not shown: one may be part of a password; quote a value with spaces)", fs.NArg())
 	}
 	err := o.validate()
 	if o.redisMode == "cached" && isSet(fs, "failure-mode") {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -74,32 +76,88 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// redisAuth are the server's Redis flags beyond the address and its
+// credentials: the certificate the server presents to Redis (the
+// reference's REDIS_TLS_CLIENT_CERT and _KEY), and the sentinels' own
+// credentials (its REDIS_SENTINEL_AUTH). options embeds it, and
+// parseFlags registers it.
+type redisAuth struct {
+	tlsCert, tlsKey                    string
+	sentinelUsername, sentinelPassword string
+}
+
+func (r *redisAuth) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.tlsCert, "redis-tls-cert", "", "PEM client certificate presented to Redis over TLS (with -redis-tls-key; rediss://, -redis-tls)")
+	fs.StringVar(&r.tlsKey, "redis-tls-key", "", "PEM private key of -redis-tls-cert")
+	fs.StringVar(&r.sentinelUsername, "redis-sentinel-username", "", "ACL user for the Sentinel processes themselves (default: none)")
+	fs.StringVar(&r.sentinelPassword, "redis-sentinel-password", "", "password of the Sentinel processes themselves (requirepass in sentinel.conf; -redis-password is the master's)")
+}
+
+// redisTLS is the TLS to Redis the flags ask for: nil for none.
+func redisTLS(o *options, auth redisAuth) (*tls.Config, error) {
+	if (auth.tlsCert == "") != (auth.tlsKey == "") {
+		return nil, errors.New("-redis-tls-cert and -redis-tls-key go together")
+	}
+	if !o.redisTLS && o.redisCA == "" && auth.tlsCert == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.redisCA != "" {
+		pem, err := os.ReadFile(o.redisCA)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-redis-tls-ca %s: no PEM certificates", o.redisCA)
+		}
+	}
+	if auth.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(auth.tlsCert, auth.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-cert, -redis-tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// parseRedisURL is redis.ParseURL with errors that show the URL redacted
+// (flagenv.Redacted). url.Parse's errors quote the whole URL, and their
+// reason, like go-redis's, can hold part of a password (one with an
+// unescaped "/" ends the host early), so a reason is shown only for a URL
+// with no credentials in it.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	opts, err := redis.ParseURL(raw)
+	if err == nil {
+		return opts, nil
+	}
+	shown := flagenv.Redacted(raw)
+	if shown != raw {
+		return nil, fmt.Errorf("-redis-url %s: not a Redis URL: want redis://[user:password@]host:port[/db], rediss:// for TLS or unix://[user:password@]/path, with reserved characters in the user and password percent-encoded", shown)
+	}
+	return nil, fmt.Errorf("-redis-url: %w", err)
+}
+
 // newRedisClient builds the client the flags ask for, or nil for none.
 // Timeouts come from the store's context (ContextTimeoutEnabled), so one
 // bound covers dialing, writing and reading, and go-redis retries neither
 // commands nor dials (its default, five dials 100 ms apart, makes a Redis
 // that refuses connections look like one that stopped answering): the
-// breaker and the failure mode handle a dead Redis.
+// breaker and the failure mode handle a dead Redis. No error it returns
+// shows a password.
 func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
-	var tlsConf *tls.Config
-	if o.redisTLS || o.redisCA != "" {
-		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
-		if o.redisCA != "" {
-			pem, err := os.ReadFile(o.redisCA)
-			if err != nil {
-				return nil, false, fmt.Errorf("-redis-tls-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, false, fmt.Errorf("-redis-tls-ca %s: no PEM certificates", o.redisCA)
-			}
-			tlsConf.RootCAs = pool
-		}
+	auth := o.redisAuth
+	tlsConf, err := redisTLS(o, auth)
+	if err != nil {
+		return nil, false, err
 	}
 	// What every client shares, whichever kind the flags ask for.
 	common := redis.UniversalOptions{
 		Username:              o.redisUser,
 		Password:              o.redisPassword,
+		SentinelUsername:      auth.sentinelUsername,
+		SentinelPassword:      auth.sentinelPassword,
 		TLSConfig:             tlsConf,
 		PoolSize:              o.redisPool,
 		MinIdleConns:          min(o.redisPool, o.writers),
@@ -112,15 +170,15 @@ func newRedisClient(o *options) (c redisClient, cluster bool, err error) {
 	case o.redisURL != "":
 		// The URL names the server, the database and the credentials;
 		// the rest is common's.
-		opts, err := redis.ParseURL(o.redisURL)
+		opts, err := parseRedisURL(o.redisURL)
 		if err != nil {
-			return nil, false, fmt.Errorf("-redis-url: %w", err)
+			return nil, false, err
 		}
 		if tlsConf != nil {
 			if opts.TLSConfig == nil {
-				return nil, false, fmt.Errorf("-redis-tls-ca needs a rediss:// URL")
+				return nil, false, errors.New("-redis-tls, -redis-tls-ca and -redis-tls-cert need a rediss:// -redis-url")
 			}
-			opts.TLSConfig.RootCAs = tlsConf.RootCAs
+			opts.TLSConfig.RootCAs, opts.TLSConfig.Certificates = tlsConf.RootCAs, tlsConf.Certificates
 		}
 		opts.PoolSize, opts.MinIdleConns = common.PoolSize, common.MinIdleConns
 		opts.MaxRetries, opts.DialerRetries = common.MaxRetries, common.DialerRetries

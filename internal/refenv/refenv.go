@@ -2,8 +2,14 @@
 // reference's) for the flags a sluice daemon was given no value for, so
 // that a container spec written for the reference — Envoy Gateway's, say —
 // runs sluice unchanged. Settings lists every reference variable with what
-// it becomes: a flag it sets, or why it has no meaning in sluice (the
-// README's table is checked against it).
+// it becomes: a flag it sets, or why it has no meaning in sluice, and what
+// a daemon does when it is set and not honoured: warn, or refuse to start
+// when ignoring it would weaken TLS, a check of client names or
+// authentication (the README's table is checked against it).
+//
+// No error or note it returns shows a credential: a refused value is
+// quoted only where it cannot hold one, REDIS_URL is shown redacted
+// (flagenv.Redacted), REDIS_AUTH and REDIS_SENTINEL_AUTH never.
 package refenv
 
 import (
@@ -12,23 +18,13 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-)
 
-// Setting is one of the reference's environment variables.
-//
-// A plain value, safe to share between goroutines.
-type Setting struct {
-	Var string
-	// Flags are the sluice flags it sets, none when it does not apply.
-	Flags []string
-	// Note says how it maps, or why it does not apply.
-	Note string
-}
+	"github.com/sluicehq/sluice/internal/flagenv"
+)
 
 // Applied is one flag set from the reference's environment.
 //
@@ -37,6 +33,12 @@ type Applied struct {
 	Flag, Value string
 	From        []string // the variables it came from
 }
+
+// Ignored is a variable that is set and that the daemon does not honour,
+// with why: the daemon logs it once at start.
+//
+// A plain value, safe to share between goroutines.
+type Ignored struct{ Var, Note string }
 
 // mapping computes flag values from the reference's variables: nil when
 // they say nothing (unset), an error for a value sluice cannot honour.
@@ -47,12 +49,15 @@ type mapping struct {
 
 // Apply sets each flag of fs that is not set yet (the daemon's own flags
 // and SLUICE_ variables win) from the reference's variables, read with
-// getenv, and returns what it set, in a fixed order.
-func Apply(fs *flag.FlagSet, getenv func(string) string) ([]Applied, error) {
+// getenv, and returns what it set, in a fixed order, and the variables
+// that are set but not honoured and only warn. Those that must not be
+// ignored, and values sluice cannot honour, are the error.
+func Apply(fs *flag.FlagSet, getenv func(string) string) ([]Applied, []Ignored, error) {
 	given := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var out []Applied
 	var errs []error
+	part := partOf()
 	for _, m := range mappings() {
 		values, err := m.set(getenv)
 		if err != nil {
@@ -66,17 +71,86 @@ func Apply(fs *flag.FlagSet, getenv func(string) string) ([]Applied, error) {
 			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(values)) {
-			if given[name] || fs.Lookup(name) == nil {
+			if given[name] {
+				continue
+			}
+			if fs.Lookup(name) == nil {
+				// A daemon without the variables' part (Redis, in the
+				// sidecar) warns of them (unhonoured); one with it stops
+				// rather than drop a value, which may be a credential.
+				if len(from) == 0 || part[from[0]] == "" || fs.Lookup(part[from[0]]) != nil {
+					errs = append(errs, fmt.Errorf("%s: sluice %s takes no -%s, which they set, so it does not start", strings.Join(from, ", "), fs.Name(), name))
+				}
 				continue
 			}
 			if err := fs.Set(name, values[name]); err != nil {
-				errs = append(errs, fmt.Errorf("%s: -%s %q: %w", strings.Join(from, ", "), name, values[name], err))
+				errs = append(errs, flagenv.SetError(strings.Join(from, ", ")+": -"+name, values[name], err))
 				continue
 			}
 			out = append(out, Applied{Flag: name, Value: values[name], From: from})
 		}
 	}
+	ignored, err := unhonoured(fs, getenv)
+	return out, ignored, errors.Join(append(errs, err)...)
+}
+
+// unhonoured checks each variable that is set against what fs honours:
+// one whose flags the daemon takes is honoured (the mappings set them, or
+// leave them as the reference leaves its setting, its switch being off);
+// one set to a value in Same needs nothing; any other is not honoured,
+// and warns or refuses as its Setting says (a Redis setting on a daemon
+// without Redis only warns).
+func unhonoured(fs *flag.FlagSet, getenv func(string) string) ([]Ignored, error) {
+	var out []Ignored
+	var errs []error
+	for _, s := range Settings() {
+		for _, v := range s.vars() {
+			value := getenv(v)
+			if value == "" || s.same(value) || (len(s.Flags) > 0 && takesAll(fs, s.Flags)) {
+				continue
+			}
+			note, policy := s.Note, s.Unhonoured
+			if s.Part != "" && fs.Lookup(s.Part) == nil {
+				note, policy = fmt.Sprintf("sluice %s takes no -%s", fs.Name(), s.Part), Warn
+			} else if len(s.Flags) > 0 {
+				note = fmt.Sprintf("sluice %s takes no %s", fs.Name(), flagList(s.Flags))
+			}
+			if policy == Refuse {
+				errs = append(errs, fmt.Errorf("%s is set and sluice %s does not honour it (%s): ignoring it could weaken TLS, a check of client names, authentication or who may connect, so sluice does not start; unset it to go on without it", v, fs.Name(), note))
+				continue
+			}
+			out = append(out, Ignored{Var: v, Note: note})
+		}
+	}
 	return out, errors.Join(errs...)
+}
+
+// partOf maps each variable to its Setting's Part.
+func partOf() map[string]string {
+	out := map[string]string{}
+	for _, s := range Settings() {
+		for _, v := range s.vars() {
+			out[v] = s.Part
+		}
+	}
+	return out
+}
+
+func takesAll(fs *flag.FlagSet, names []string) bool {
+	for _, n := range names {
+		if fs.Lookup(n) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func flagList(names []string) string {
+	var out []string
+	for _, n := range names {
+		out = append(out, "-"+n)
+	}
+	return strings.Join(out, ", ")
 }
 
 // hostPort joins the reference's host and port variables, with its
@@ -136,9 +210,12 @@ func mappings() []mapping {
 		hostPort("GRPC_HOST", "GRPC_PORT", "0.0.0.0", "8081", "grpc-addr"),
 		hostPort("HOST", "PORT", "0.0.0.0", "8080", "http-addr"),
 		{vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT"}, set: grpcTLS},
+		// Checked at the handshake; without a client CA -grpc-tls-client-san
+		// stops start-up (serve.GRPCTLS), where the reference ignores it.
+		copyVar("GRPC_CLIENT_TLS_SAN", "grpc-tls-client-san", nil),
 		copyVar("LOG_LEVEL", "log-level", func(s string) (string, error) { return strings.ToLower(s), nil }),
 		copyVar("LOG_FORMAT", "log-format", func(s string) (string, error) { return strings.ToLower(s), nil }),
-		{vars: []string{"BACKEND_TYPE", "REDIS_TYPE", "REDIS_SOCKET_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS", "REDIS_TLS_CACERT"}, set: redis},
+		{vars: redisVars, set: redis},
 		copyVar("REDIS_POOL_SIZE", "redis-pool-size", nil),
 		copyVar("LOCAL_CACHE_SIZE_IN_BYTES", "cache-size", cacheKeys),
 		copyVar("CACHE_KEY_PREFIX", "key-prefix", nil),
@@ -215,67 +292,6 @@ func grpcTLS(get func(string) string) (map[string]string, error) {
 	out := map[string]string{"grpc-tls-cert": get("GRPC_SERVER_TLS_CERT"), "grpc-tls-key": get("GRPC_SERVER_TLS_KEY")}
 	if ca := get("GRPC_CLIENT_TLS_CACERT"); ca != "" {
 		out["grpc-tls-client-ca"] = ca
-	}
-	return out, nil
-}
-
-// redis maps the reference's Redis settings: REDIS_TYPE SINGLE (a URL),
-// CLUSTER (comma-separated seeds) or SENTINEL ("master,addr,addr...");
-// REDIS_SOCKET_TYPE tcp or unix; REDIS_AUTH "password" or "user:password".
-func redis(get func(string) string) (map[string]string, error) {
-	if b := strings.ToLower(get("BACKEND_TYPE")); b != "" && b != "redis" {
-		return nil, fmt.Errorf("BACKEND_TYPE=%q: sluice counts in Redis or in memory, not in %s", get("BACKEND_TYPE"), b)
-	}
-	addr := get("REDIS_URL")
-	if addr == "" {
-		return nil, nil
-	}
-	var tlsOn bool
-	if v := get("REDIS_TLS"); v != "" {
-		var err error
-		if tlsOn, err = truthy(v); err != nil {
-			return nil, fmt.Errorf("REDIS_TLS=%q: %w", v, err)
-		}
-	}
-	user, password := "", get("REDIS_AUTH")
-	if u, p, ok := strings.Cut(password, ":"); ok {
-		user, password = u, p
-	}
-	out := map[string]string{}
-	if ca := get("REDIS_TLS_CACERT"); ca != "" {
-		out["redis-tls-ca"] = ca
-	}
-	switch t := strings.ToUpper(get("REDIS_TYPE")); t {
-	case "", "SINGLE":
-		u := url.URL{Scheme: "redis", Host: addr}
-		switch {
-		case strings.ToLower(get("REDIS_SOCKET_TYPE")) == "unix" || strings.HasPrefix(addr, "/"):
-			u = url.URL{Scheme: "unix", Path: addr}
-		case tlsOn:
-			u.Scheme = "rediss"
-		}
-		if password != "" {
-			u.User = url.UserPassword(user, password)
-		}
-		out["redis-url"] = u.String()
-	case "CLUSTER":
-		out["redis-cluster"] = addr
-	case "SENTINEL":
-		master, addrs, ok := strings.Cut(addr, ",")
-		if !ok {
-			return nil, fmt.Errorf("REDIS_URL=%q with REDIS_TYPE=SENTINEL: want the master's name, then the sentinels' addresses, comma-separated", addr)
-		}
-		out["redis-sentinel-master"], out["redis-sentinel-addrs"] = master, addrs
-	default:
-		return nil, fmt.Errorf("REDIS_TYPE=%q: want SINGLE, CLUSTER or SENTINEL", t)
-	}
-	if t := strings.ToUpper(get("REDIS_TYPE")); t == "CLUSTER" || t == "SENTINEL" {
-		if password != "" {
-			out["redis-username"], out["redis-password"] = user, password
-		}
-		if tlsOn {
-			out["redis-tls"] = "true"
-		}
 	}
 	return out, nil
 }

@@ -17,8 +17,9 @@ func daemonFlags() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	for _, name := range []string{"config", "config-xds-server", "config-xds-node-id", "config-xds-tls-ca", "config-xds-tls-cert",
 		"config-xds-tls-key", "config-xds-tls-server-name", "grpc-addr", "http-addr", "grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca",
-		"log-level", "log-format", "redis-url", "redis-cluster", "redis-sentinel-master", "redis-sentinel-addrs",
-		"redis-username", "redis-password", "redis-tls-ca", "key-prefix"} {
+		"grpc-tls-client-san", "log-level", "log-format", "redis-url", "redis-cluster", "redis-sentinel-master", "redis-sentinel-addrs",
+		"redis-username", "redis-password", "redis-sentinel-username", "redis-sentinel-password", "redis-tls-ca", "redis-tls-cert", "redis-tls-key",
+		"key-prefix"} {
 		fs.String(name, "", "")
 	}
 	for _, name := range []string{"redis-pool-size", "cache-size"} {
@@ -43,8 +44,10 @@ func TestApply(t *testing.T) {
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit",
 		"GRPC_PORT": "8081", "PORT": "8080",
 		"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "GRPC_SERVER_TLS_KEY": "/certs/tls.key", "GRPC_CLIENT_TLS_CACERT": "/certs/ca.crt",
-		"LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json",
+		"GRPC_CLIENT_TLS_SAN": "sidecar-a",
+		"LOG_LEVEL":           "DEBUG", "LOG_FORMAT": "json",
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis.svc:6379", "REDIS_AUTH": "user:pa ss", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/certs/redis-ca.crt",
+		"REDIS_TLS_CLIENT_CERT": "/certs/redis-client.crt", "REDIS_TLS_CLIENT_KEY": "/certs/redis-client.key", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "false",
 		"REDIS_POOL_SIZE": "20", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576",
 		"SHADOW_MODE": "false", "QUOTA_MODE": "true", "RESPONSE_DYNAMIC_METADATA": "true",
 	}
@@ -52,15 +55,16 @@ func TestApply(t *testing.T) {
 	if err := fs.Parse([]string{"-log-level", "warn"}); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := Apply(fs, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
+	applied, ignored, err := Apply(fs, func(k string) string { return env[k] })
+	if err != nil || len(ignored) > 0 {
+		t.Fatalf("Apply: %v, ignoring %v; want every variable honoured", err, ignored)
 	}
 	want := map[string]string{
 		"config": "/data/ratelimit/config", "grpc-addr": "0.0.0.0:8081", "http-addr": "0.0.0.0:8080",
-		"grpc-tls-cert": "/certs/tls.crt", "grpc-tls-key": "/certs/tls.key", "grpc-tls-client-ca": "/certs/ca.crt",
+		"grpc-tls-cert": "/certs/tls.crt", "grpc-tls-key": "/certs/tls.key", "grpc-tls-client-ca": "/certs/ca.crt", "grpc-tls-client-san": "sidecar-a",
 		"log-level": "warn", "log-format": "json",
 		"redis-url": "rediss://user:pa%20ss@redis.svc:6379", "redis-tls-ca": "/certs/redis-ca.crt", "redis-pool-size": "20",
+		"redis-tls-cert": "/certs/redis-client.crt", "redis-tls-key": "/certs/redis-client.key",
 		"cache-size": "8192", "shadow-mode": "false", "quota-mode": "true", "response-dynamic-metadata": "true",
 	}
 	if got := values(fs); !maps.Equal(got, want) {
@@ -86,7 +90,7 @@ func TestApplyXDS(t *testing.T) {
 		"RUNTIME_ROOT": "/data", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
 	}
 	fs := daemonFlags()
-	if _, err := Apply(fs, func(k string) string { return env[k] }); err != nil {
+	if _, _, err := Apply(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
@@ -108,11 +112,25 @@ func TestApplyRedisKinds(t *testing.T) {
 			map[string]string{"redis-cluster": "a:1,b:2", "redis-username": "", "redis-password": "secret", "redis-tls": "true"}},
 		{map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "mymaster,s1:26379,s2:26379"},
 			map[string]string{"redis-sentinel-master": "mymaster", "redis-sentinel-addrs": "s1:26379,s2:26379"}},
+		// REDIS_SENTINEL_AUTH: the sentinels' own credentials, as REDIS_AUTH's.
+		{map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "mymaster,s1:26379", "REDIS_AUTH": "app:pw", "REDIS_SENTINEL_AUTH": "spw"},
+			map[string]string{"redis-sentinel-master": "mymaster", "redis-sentinel-addrs": "s1:26379", "redis-username": "app", "redis-password": "pw",
+				"redis-sentinel-username": "", "redis-sentinel-password": "spw"}},
+		// The reference's Redis client (radix) reads redis:// URLs in
+		// REDIS_URL, REDIS_AUTH winning over the URL's credentials.
+		{map[string]string{"REDIS_URL": "redis://127.0.0.1:6379", "REDIS_AUTH": "admin:S3cret"}, map[string]string{"redis-url": "redis://admin:S3cret@127.0.0.1:6379"}},
+		{map[string]string{"REDIS_URL": "redis://app:pw@10.0.0.1:6379/2", "REDIS_TLS": "true"}, map[string]string{"redis-url": "rediss://app:pw@10.0.0.1:6379/2"}},
+		{map[string]string{"REDIS_URL": "redis://10.0.0.1:6379?username=app&password=pw&db=3"}, map[string]string{"redis-url": "redis://app:pw@10.0.0.1:6379/3"}},
+		{map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "redis://a:1,redis://b:2"}, map[string]string{"redis-cluster": "a:1,b:2"}},
+		{map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "mymaster,redis://:spw@s1:26379,s2:26379"},
+			map[string]string{"redis-sentinel-master": "mymaster", "redis-sentinel-addrs": "s1:26379,s2:26379", "redis-sentinel-username": "", "redis-sentinel-password": "spw"}},
+		// TLS files count only with REDIS_TLS, as in the reference.
+		{map[string]string{"REDIS_URL": "r:1", "REDIS_TLS_CACERT": "/ca", "REDIS_TLS_CLIENT_CERT": "/c", "REDIS_TLS_CLIENT_KEY": "/k"}, map[string]string{"redis-url": "redis://r:1"}},
 	}
 	for _, c := range cases {
 		fs := daemonFlags()
-		if _, err := Apply(fs, func(k string) string { return c.env[k] }); err != nil {
-			t.Fatalf("%v: %v", c.env, err)
+		if _, ignored, err := Apply(fs, func(k string) string { return c.env[k] }); err != nil || len(ignored) > 0 {
+			t.Fatalf("%v: %v, ignoring %v", c.env, err, ignored)
 		}
 		if got := values(fs); !maps.Equal(got, c.want) {
 			t.Errorf("%v: flags %v; want %v", c.env, got, c.want)
@@ -120,31 +138,37 @@ func TestApplyRedisKinds(t *testing.T) {
 	}
 }
 
-// TestApplyRefuses what sluice cannot honour, naming the variable.
+// TestApplyRefuses what sluice cannot honour, naming the variable and
+// never a password.
 func TestApplyRefuses(t *testing.T) {
-	for _, env := range []map[string]string{
-		{"BACKEND_TYPE": "memcache"},
-		{"CONFIG_TYPE": "XDS_DELTA"},
-		{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "s1:26379"},
-		{"REDIS_TYPE": "ring", "REDIS_URL": "a:1"},
-		{"SHADOW_MODE": "sometimes"},
-		{"LOCAL_CACHE_SIZE_IN_BYTES": "lots"},
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"BACKEND_TYPE", map[string]string{"BACKEND_TYPE": "memcache"}},
+		{"CONFIG_TYPE", map[string]string{"CONFIG_TYPE": "XDS_DELTA"}},
+		{"REDIS_URL", map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "s1:26379"}},
+		{"REDIS_URL", map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_URL": "redis://app:S3cret@s1:26379"}},
+		{"REDIS_URL", map[string]string{"REDIS_URL": "redis://app:Xq7Vb/S3cret@127.0.0.1:6379"}}, // does not parse
+		{"REDIS_URL", map[string]string{"REDIS_URL": "rediss://app:S3cret@127.0.0.1:6379"}},      // the reference reads redis:// only
+		{"REDIS_URL", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379/x", "REDIS_AUTH": "S3cret"}},
+		{"REDIS_URL", map[string]string{"REDIS_TYPE": "CLUSTER", "REDIS_URL": "redis://a:1/2"}},
+		{"REDIS_TYPE", map[string]string{"REDIS_TYPE": "ring", "REDIS_URL": "a:1"}},
+		{"REDIS_TLS_CLIENT_KEY", map[string]string{"REDIS_URL": "a:1", "REDIS_TLS": "true", "REDIS_TLS_CLIENT_CERT": "/c"}},
+		{"SHADOW_MODE", map[string]string{"SHADOW_MODE": "sometimes"}},
+		{"LOCAL_CACHE_SIZE_IN_BYTES", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "lots"}},
 	} {
-		_, err := Apply(daemonFlags(), func(k string) string { return env[k] })
-		var name string
-		for k := range env {
-			if name == "" || k == "SHADOW_MODE" || k == "LOCAL_CACHE_SIZE_IN_BYTES" || k == "REDIS_TYPE" || k == "CONFIG_TYPE" || k == "BACKEND_TYPE" {
-				name = k
-			}
-		}
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%v: %v; want an error naming %s", env, err, name)
+		_, _, err := Apply(daemonFlags(), func(k string) string { return tt.env[k] })
+		if err == nil || !strings.Contains(err.Error(), tt.name) {
+			t.Errorf("%v: %v; want an error naming %s", tt.env, err, tt.name)
+		} else if strings.Contains(err.Error(), "S3cret") {
+			t.Errorf("%v: the error shows the password: %v", tt.env, err)
 		}
 	}
 }
 
-// TestSettingsTable: every variable Apply reads is in Settings, and every
-// setting is in the README's table of them.
+// TestSettingsTable: every variable Apply reads is in Settings, and the
+// README's table of them is Settings, row for row.
 func TestSettingsTable(t *testing.T) {
 	var listed []string
 	for _, s := range Settings() {
@@ -161,9 +185,17 @@ func TestSettingsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range listed {
-		if !strings.Contains(string(readme), "| `"+v+"` |") {
-			t.Errorf("README.md's table of the reference's settings lacks %s", v)
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if v, ok := strings.CutPrefix(line, "| `"); ok {
+			if name, _, ok := strings.Cut(v, "` |"); ok {
+				rows[name] = line
+			}
+		}
+	}
+	for _, s := range Settings() {
+		if got, want := rows[s.Var], s.Row(); got != want {
+			t.Errorf("README.md's table of the reference's settings, %s:\n got %s\nwant %s", s.Var, got, want)
 		}
 	}
 }

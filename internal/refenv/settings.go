@@ -1,94 +1,122 @@
 package refenv
 
-// Settings lists the reference's environment variables (its
-// src/settings/settings.go at f2fb157; a trailing * stands for a group)
-// and what each is in sluice.
-func Settings() []Setting {
-	na := func(v, why string) Setting { return Setting{Var: v, Note: "not applicable: " + why} }
-	to := func(v, note string, flags ...string) Setting { return Setting{Var: v, Flags: flags, Note: note} }
-	return []Setting{
-		to("CONFIG_TYPE", "FILE: the files below; GRPC_XDS_SOTW: the xDS server below", "config", "config-xds-server"),
-		to("RUNTIME_ROOT", "with RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY (default config): the config directory", "config"),
-		to("RUNTIME_SUBDIRECTORY", "see RUNTIME_ROOT", "config"),
-		to("RUNTIME_APPDIRECTORY", "see RUNTIME_ROOT", "config"),
-		na("RUNTIME_WATCH_ROOT", "sluice watches the config directory itself (hot reload)"),
-		na("RUNTIME_IGNOREDOTFILES", "sluice reads .yaml and .yml files only"),
-		to("GRPC_HOST", "with GRPC_PORT (defaults 0.0.0.0, 8081)", "grpc-addr"),
-		to("GRPC_PORT", "see GRPC_HOST", "grpc-addr"),
-		to("HOST", "with PORT (defaults 0.0.0.0, 8080): the HTTP listener, /healthcheck and /json among its routes", "http-addr"),
-		to("PORT", "see HOST", "http-addr"),
-		na("DEBUG_HOST", "Go's profiling endpoints are on the HTTP listener with -pprof"),
-		na("DEBUG_PORT", "see DEBUG_HOST"),
-		na("GRPC_UDS", "sluice listens on TCP"),
-		na("GRPC_MAX_CONNECTION_AGE", "sluice keeps connections; Envoy balances its own"),
-		na("GRPC_MAX_CONNECTION_AGE_GRACE", "see GRPC_MAX_CONNECTION_AGE"),
-		to("GRPC_SERVER_USE_TLS", "true: TLS on the gRPC port with the certificate below", "grpc-tls-cert", "grpc-tls-key"),
-		to("GRPC_SERVER_TLS_CERT", "see GRPC_SERVER_USE_TLS", "grpc-tls-cert"),
-		to("GRPC_SERVER_TLS_KEY", "see GRPC_SERVER_USE_TLS", "grpc-tls-key"),
-		to("GRPC_CLIENT_TLS_CACERT", "mTLS: the CAs client certificates must chain to", "grpc-tls-client-ca"),
-		na("GRPC_CLIENT_TLS_SAN", "sluice checks client names only for recorded hits (-record-clients)"),
-		to("LOG_LEVEL", "lower-cased", "log-level"),
-		to("LOG_FORMAT", "text or json", "log-format"),
-		to("BACKEND_TYPE", "redis (or unset); memcache is refused", "redis-url"),
-		to("REDIS_TYPE", "SINGLE: -redis-url; CLUSTER: -redis-cluster; SENTINEL: -redis-sentinel-master and -redis-sentinel-addrs from \"master,addr,...\"", "redis-url", "redis-cluster", "redis-sentinel-master", "redis-sentinel-addrs"),
-		to("REDIS_SOCKET_TYPE", "tcp, or unix for a socket path", "redis-url"),
-		to("REDIS_URL", "the address (see REDIS_TYPE)", "redis-url", "redis-cluster", "redis-sentinel-addrs"),
-		to("REDIS_AUTH", "password, or user:password", "redis-url", "redis-username", "redis-password"),
-		to("REDIS_TLS", "rediss://, or -redis-tls for Cluster and Sentinel", "redis-url", "redis-tls"),
-		to("REDIS_TLS_CACERT", "", "redis-tls-ca"),
-		na("REDIS_TLS_CLIENT_CERT", "sluice presents no client certificate to Redis"),
-		na("REDIS_TLS_CLIENT_KEY", "see REDIS_TLS_CLIENT_CERT"),
-		na("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "sluice always verifies Redis's certificate"),
-		to("REDIS_POOL_SIZE", "", "redis-pool-size"),
-		na("REDIS_TIMEOUT", "sluice bounds a Redis reply with -store-timeout, a different measure (see Overload and outages)"),
-		na("REDIS_PIPELINE_WINDOW", "sluice coalesces concurrent decisions into pipelines by itself (-redis-pipelines)"),
-		na("REDIS_PIPELINE_LIMIT", "see REDIS_PIPELINE_WINDOW"),
-		na("REDIS_CLUSTER_PIPELINE_PARALLELISM", "see REDIS_PIPELINE_WINDOW"),
-		na("REDIS_POOL_ON_EMPTY_BEHAVIOR", "sluice's pipelines do not wait on the pool"),
-		na("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "sluice's breaker judges Redis from its calls"),
-		na("REDIS_STARTUP_*", "sluice starts without Redis and applies its failure mode until it answers"),
-		na("REDIS_SENTINEL_AUTH", "sluice uses REDIS_AUTH for the sentinels too"),
-		na("REDIS_PERSECOND*", "one store counts every unit"),
-		na("MEMCACHE_*", "sluice counts in Redis or in memory"),
-		to("LOCAL_CACHE_SIZE_IN_BYTES", "bytes / 128 keys in the over-limit flag cache (0 turns it off, as there)", "cache-size"),
-		to("CACHE_KEY_PREFIX", "sluice's keys have another form; the prefix still separates deployments", "key-prefix"),
-		na("EXPIRATION_JITTER_MAX_SECONDS", "each key expires when its state is forgotten"),
-		na("NEAR_LIMIT_RATIO", "sluice reports remaining quota in RateLimit headers and metrics"),
-		na("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "sluice never counts a rejected request"),
-		to("SHADOW_MODE", "", "shadow-mode"),
-		to("QUOTA_MODE", "", "quota-mode"),
-		to("RESPONSE_DYNAMIC_METADATA", "", "response-dynamic-metadata"),
-		to("LIMIT_RESPONSE_HEADERS_ENABLED", "X-RateLimit-Limit, -Remaining, -Reset (the IETF RateLimit headers are always sent)", "legacy-headers"),
-		na("LIMIT_LIMIT_HEADER", "fixed names (see LIMIT_RESPONSE_HEADERS_ENABLED)"),
-		na("LIMIT_REMAINING_HEADER", "see LIMIT_LIMIT_HEADER"),
-		na("LIMIT_RESET_HEADER", "see LIMIT_LIMIT_HEADER"),
-		na("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice does not start without a config that loads"),
-		na("MERGE_DOMAIN_CONFIG", "a domain defined in two files is refused, naming both"),
-		na("FORCE_START_WITHOUT_INITIAL_CONFIG", "with xDS sluice always starts at once, answering UNAVAILABLE and not ready until the first config"),
-		to("CONFIG_GRPC_XDS_SERVER_URL", "with CONFIG_TYPE=GRPC_XDS_SOTW (default localhost:18000)", "config-xds-server"),
-		to("CONFIG_GRPC_XDS_NODE_ID", "(default \"default\")", "config-xds-node-id"),
-		to("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true: TLS to the xDS server with the settings below", "config-xds-tls-ca"),
-		to("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", "config-xds-tls-ca"),
-		to("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "mTLS", "config-xds-tls-cert"),
-		to("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "mTLS", "config-xds-tls-key"),
-		to("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "the name the xDS server's certificate must carry", "config-xds-tls-server-name"),
-		na("CONFIG_GRPC_XDS_NODE_METADATA", "sluice sends the node id alone"),
-		na("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "sluice sends no extra headers to the xDS server"),
-		na("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "sluice dials again with its own backoff, 250 ms to 10 s"),
-		na("XDS_CLIENT_*", "see CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL; messages up to gRPC's 4 MiB"),
-		na("USE_STATSD", "sluice exports Prometheus metrics on the HTTP listener's /metrics"),
-		na("STATSD_HOST", "see USE_STATSD"),
-		na("STATSD_PORT", "see USE_STATSD"),
-		na("USE_DOG_STATSD", "see USE_STATSD"),
-		na("USE_DOG_STATSD_MOGRIFIERS", "see USE_STATSD"),
-		na("EXTRA_TAGS", "see USE_STATSD"),
-		na("STATS_FLUSH_INTERVAL", "see USE_STATSD"),
-		na("DISABLE_STATS", "see USE_STATSD"),
-		to("USE_PROMETHEUS", "true: the reference's metric names too, on the HTTP listener's /metrics", "reference-metrics"),
-		na("PROMETHEUS_ADDR", "sluice serves /metrics on the HTTP listener (PORT), not on a port of its own"),
-		na("PROMETHEUS_PATH", "/metrics"),
-		na("PROMETHEUS_MAPPER_YAML", "sluice's metric names are its own (README, Metrics)"),
-		na("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "durations are in seconds, as Prometheus advises"),
-		na("TRACING_*", "sluice does not trace"),
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Unhonoured is what a daemon does when one of the reference's variables
+// is set to a value it does not honour.
+type Unhonoured int
+
+const (
+	// Warn: the daemon starts, and logs once that the variable is
+	// ignored. It changes how sluice runs, not who may connect to it, nor
+	// how sluice proves itself or checks others (the zero value).
+	Warn Unhonoured = iota
+	// Refuse: the daemon does not start. Ignoring the variable would
+	// weaken TLS, a check of client names or authentication, or open a
+	// port the reference keeps closed.
+	Refuse
+)
+
+// Setting is one of the reference's environment variables, or a group of
+// them (a name ending in *).
+//
+// A plain value, safe to share between goroutines.
+type Setting struct {
+	Var string
+	// Flags are the sluice flags it sets, none when it does not apply. A
+	// daemon that takes them all honours it.
+	Flags []string
+	// Same are values with which the reference does what sluice does
+	// anyway (USE_STATSD=false): honoured with no flag. Compared without
+	// case, booleans as booleans; "*" is any value.
+	Same []string
+	// Unhonoured is what a daemon does when the variable is set to
+	// another value and it does not take Flags (all of them).
+	Unhonoured Unhonoured
+	// Part, when set, is a flag only the daemons concerned take
+	// (redis-url: the server, which has Redis); where it is missing the
+	// setting only warns, whatever Unhonoured says.
+	Part string
+	// Note says how it maps, or why it does not apply.
+	Note string
+}
+
+// refused, forRedis and inert are Settings' shorthands: Refuse, Part
+// redis-url, and Same.
+func (s Setting) refused() Setting          { s.Unhonoured = Refuse; return s }
+func (s Setting) forRedis() Setting         { s.Part = "redis-url"; return s }
+func (s Setting) inert(v ...string) Setting { s.Same = v; return s }
+
+// same reports whether v is one of Same.
+func (s Setting) same(v string) bool {
+	return slices.ContainsFunc(s.Same, func(x string) bool { return sameValue(x, v) })
+}
+
+func sameValue(a, b string) bool {
+	if a == "*" {
+		return true
 	}
+	x, errx := strconv.ParseBool(a)
+	y, erry := strconv.ParseBool(b)
+	if errx == nil && erry == nil {
+		return x == y
+	}
+	return strings.EqualFold(a, b)
+}
+
+// vars are the reference's variables s stands for: itself, or its group's.
+func (s Setting) vars() []string {
+	prefix, group := strings.CutSuffix(s.Var, "*")
+	var out []string
+	for _, v := range referenceVars() {
+		if v == s.Var || (group && strings.HasPrefix(v, prefix)) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// WhenSet says what a daemon does with the variable set: honours it,
+// warns or refuses to start (the README table's last column).
+func (s Setting) WhenSet() string {
+	var part string
+	if s.Part != "" {
+		part = fmt.Sprintf(" (the sidecar, without `-%s`, warns)", s.Part)
+	}
+	switch {
+	case len(s.Flags) > 0:
+		return "honoured" + part
+	case slices.Equal(s.Same, []string{"*"}):
+		return "honoured: sluice does it by itself"
+	}
+	out := "warns"
+	if s.Unhonoured == Refuse {
+		out = "**stops start-up**" + part
+	}
+	if len(s.Same) > 0 {
+		var same []string
+		for _, v := range s.Same {
+			same = append(same, "`"+v+"`")
+		}
+		out += ", unless " + strings.Join(same, " or ")
+	}
+	return out
+}
+
+// Row is the setting's row in the README's table.
+func (s Setting) Row() string {
+	flags := "–"
+	if len(s.Flags) > 0 {
+		var f []string
+		for _, n := range s.Flags {
+			f = append(f, "`-"+n+"`")
+		}
+		flags = strings.Join(f, ", ")
+	}
+	return fmt.Sprintf("| `%s` | %s | %s | %s |", s.Var, flags, s.Note, s.WhenSet())
 }

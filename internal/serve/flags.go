@@ -41,8 +41,10 @@ type Flags struct {
 	TLS                GRPCTLS
 	XDS                XDSFlags
 	// FromReference are the flags set from envoyproxy/ratelimit's
-	// environment (Parse).
-	FromReference []refenv.Applied
+	// environment, and IgnoredReference its variables that are set and
+	// not honoured but only warn (Parse; Serve logs both).
+	FromReference    []refenv.Applied
+	IgnoredReference []refenv.Ignored
 }
 
 // Parse parses args into fs, then sets each flag not given from its
@@ -53,7 +55,7 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string, getenv func(string) strin
 		return err
 	}
 	var err error
-	if f.FromReference, err = refenv.Apply(fs, getenv); err != nil {
+	if f.FromReference, f.IgnoredReference, err = refenv.Apply(fs, getenv); err != nil {
 		return fmt.Errorf("envoyproxy/ratelimit settings: %w", err)
 	}
 	return nil
@@ -74,7 +76,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.BoolVar(&f.ReferenceCounting, "reference-counting", false, "count as envoyproxy/ratelimit does: limits that name no algorithm are fixed windows, and every hit counts on every limit, rejected requests' included (for a migration that wants identical numbers first)")
 	fs.BoolVar(&f.ReferenceMetrics, "reference-metrics", false, "also export envoyproxy/ratelimit's per-limit metrics under its Prometheus names (ratelimit_service_rate_limit_total_hits and the rest), for its dashboards and alerts")
 	fs.BoolVar(&f.DynamicMetadata, "response-dynamic-metadata", false, "add to every answer the dynamic metadata the reference's RESPONSE_DYNAMIC_METADATA adds: domain, descriptors and the metadata of the descriptors that passed")
-	fs.BoolVar(&f.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener")
+	fs.BoolVar(&f.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the admin listener (not cmdline, which would show the arguments' passwords)")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", "json", "json or text")
 	fs.DurationVar(&f.Grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
@@ -120,6 +122,22 @@ func (f *Flags) ServiceCacheSize() int {
 	return f.CacheSize
 }
 
+// LogReference logs, once, which flags came from envoyproxy/ratelimit's
+// variables, and each of its variables that is set and ignored, with
+// why. Values stay out (REDIS_AUTH).
+func (f *Flags) LogReference(log *slog.Logger) {
+	if len(f.FromReference) > 0 {
+		var from []string
+		for _, a := range f.FromReference {
+			from = append(from, "-"+a.Flag+" from "+strings.Join(a.From, "+"))
+		}
+		log.Info("settings from envoyproxy/ratelimit's environment", "flags", from)
+	}
+	for _, i := range f.IgnoredReference {
+		log.Warn("envoyproxy/ratelimit setting ignored", "variable", i.Var, "why", i.Note)
+	}
+}
+
 // Serve runs svc on the gRPC listener and admin on the HTTP one, as the
 // flags ask (TLS, pprof, the grace period), until ctx ends; see Run.
 func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimitServiceServer, admin *http.ServeMux, listening func(grpc, http net.Addr)) error {
@@ -130,14 +148,7 @@ func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimit
 	if f.Pprof {
 		Profile(admin)
 	}
-	if len(f.FromReference) > 0 {
-		// Which variable set which flag; values stay out (REDIS_AUTH).
-		var from []string
-		for _, a := range f.FromReference {
-			from = append(from, "-"+a.Flag+" from "+strings.Join(a.From, "+"))
-		}
-		log.Info("settings from envoyproxy/ratelimit's environment", "flags", from)
-	}
+	f.LogReference(log)
 	return Run(ctx, Options{
 		Log: log, GRPC: NewGRPC(svc, gopts...), Admin: admin,
 		GRPCAddr: f.GRPCAddr, HTTPAddr: f.HTTPAddr, Grace: f.Grace, Listening: listening,

@@ -87,10 +87,12 @@ func NewGRPC(svc rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) GRPC {
 
 // Profile adds Go's profiling endpoints (net/http/pprof) under
 // /debug/pprof/ to an admin mux: off unless a daemon's -pprof flag asks,
-// since a profile costs CPU and shows internals.
+// since a profile costs CPU and shows internals. /debug/pprof/cmdline is
+// left out: it prints the process's arguments, and a -redis-url or
+// -redis-password among them carries a password (pprof.Index answers the
+// path as an unknown profile).
 func Profile(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

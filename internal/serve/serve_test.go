@@ -23,15 +23,18 @@ func (noop) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.Ra
 	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
 }
 
-// start runs Run with o's admin limits on loopback and returns the bound
-// addresses.
+// start runs Run with o's admin limits (and o.GRPC, when set; a plaintext
+// noop server otherwise) on loopback and returns the bound addresses.
 func start(t *testing.T, o Options) (grpcAddr, httpAddr string) {
 	t.Helper()
 	ready := make(chan [2]string, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) { io.ReadAll(r.Body) })
-	o.Log, o.GRPC, o.Admin = slog.New(slog.DiscardHandler), NewGRPC(noop{}), mux
+	if o.GRPC.Server == nil {
+		o.GRPC = NewGRPC(noop{})
+	}
+	o.Log, o.Admin = slog.New(slog.DiscardHandler), mux
 	o.GRPCAddr, o.HTTPAddr, o.Grace = "127.0.0.1:0", "127.0.0.1:0", time.Second
 	o.Listening = func(g, h net.Addr) { ready <- [2]string{g.String(), h.String()} }
 	ctx, cancel := context.WithCancel(context.Background())

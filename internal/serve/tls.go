@@ -1,29 +1,36 @@
 package serve
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 )
 
 // GRPCTLS is the TLS of a daemon's gRPC listener, from the -grpc-tls-*
 // flags both daemons take. The zero value serves plaintext.
-type GRPCTLS struct{ Cert, Key, ClientCA string }
+type GRPCTLS struct {
+	Cert, Key, ClientCA string
+	// ClientSAN, when set, is a name every client certificate must carry,
+	// checked at the handshake as the reference checks its
+	// GRPC_CLIENT_TLS_SAN: x509 host name verification, so a DNS name (a
+	// wildcard certificate matches it) or an IP address; never the common
+	// name.
+	ClientSAN string
+}
 
-// Register adds -grpc-tls-cert, -grpc-tls-key and -grpc-tls-client-ca to fs.
+// Register adds -grpc-tls-cert, -grpc-tls-key, -grpc-tls-client-ca and
+// -grpc-tls-client-san to fs.
 func (g *GRPCTLS) Register(fs *flag.FlagSet) {
 	fs.StringVar(&g.Cert, "grpc-tls-cert", "", "PEM certificate for gRPC TLS on -grpc-addr (with -grpc-tls-key)")
 	fs.StringVar(&g.Key, "grpc-tls-key", "", "PEM private key for gRPC TLS")
 	fs.StringVar(&g.ClientCA, "grpc-tls-client-ca", "", "PEM CAs: require and verify client certificates on -grpc-addr (mTLS)")
+	fs.StringVar(&g.ClientSAN, "grpc-tls-client-san", "", "with -grpc-tls-client-ca: the name (DNS or IP SAN) every client certificate must carry; others are refused at the handshake (the reference's GRPC_CLIENT_TLS_SAN)")
 }
 
 // Validate reports flags given without the ones they need.
@@ -34,6 +41,11 @@ func (g *GRPCTLS) Validate() error {
 	}
 	if g.ClientCA != "" && g.Cert == "" {
 		errs = append(errs, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key"))
+	}
+	if g.ClientSAN != "" && g.ClientCA == "" {
+		// The reference ignores GRPC_CLIENT_TLS_SAN then; a name that is
+		// never checked must not look as if it were.
+		errs = append(errs, errors.New("-grpc-tls-client-san (GRPC_CLIENT_TLS_SAN) needs -grpc-tls-client-ca (GRPC_CLIENT_TLS_CACERT with GRPC_SERVER_USE_TLS=true): a name is checked on a client certificate"))
 	}
 	return errors.Join(errs...)
 }
@@ -48,7 +60,27 @@ func (g *GRPCTLS) ServerOptions() ([]grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.ClientSAN != "" {
+		tc.VerifyConnection = clientNamed(g.ClientSAN)
+	}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}, nil
+}
+
+// clientNamed refuses, at the handshake, a client whose verified
+// certificate does not carry san, as the reference's verifyClient does
+// (it verifies each chain again with san as the DNS name, which adds only
+// this check to the verification the handshake has done). VerifyConnection
+// rather than VerifyPeerCertificate: it also runs on resumed sessions.
+func clientNamed(san string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+			return errors.New("tls: no verified client certificate")
+		}
+		if err := cs.PeerCertificates[0].VerifyHostname(san); err != nil {
+			return fmt.Errorf("tls: client certificate does not carry the name -grpc-tls-client-san asks for: %w", err)
+		}
+		return nil
+	}
 }
 
 // serverTLS is the TLS of a gRPC listener: certFile and keyFile serve it;
@@ -101,35 +133,4 @@ func certPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificates", file)
 	}
 	return pool, nil
-}
-
-// PeerNamed returns a check that a gRPC caller presented a verified client
-// certificate with one of names among its DNS names, URI names (a SPIFFE
-// ID, say) or common name.
-func PeerNamed(names []string) func(context.Context) bool {
-	return func(ctx context.Context) bool {
-		p, ok := peer.FromContext(ctx)
-		if !ok {
-			return false
-		}
-		info, ok := p.AuthInfo.(credentials.TLSInfo)
-		if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-			return false
-		}
-		leaf := info.State.VerifiedChains[0][0]
-		if slices.Contains(names, leaf.Subject.CommonName) {
-			return true
-		}
-		for _, n := range leaf.DNSNames {
-			if slices.Contains(names, n) {
-				return true
-			}
-		}
-		for _, u := range leaf.URIs {
-			if slices.Contains(names, u.String()) {
-				return true
-			}
-		}
-		return false
-	}
 }
