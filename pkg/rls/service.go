@@ -200,7 +200,8 @@ func sidecarMode(ctx context.Context) string {
 
 // demandOf reads a sidecar's demand report from ctx's metadata, for n
 // descriptors; nil when there is none or it does not parse, or breaks the
-// bounds (the hits are recorded all the same, without allowances).
+// bounds of a share.Report (the hits are recorded all the same, without
+// allowances).
 func demandOf(ctx context.Context, n int) *limiter.Demand {
 	id := metadata.ValueFromIncomingContext(ctx, SidecarIDKey)
 	iv := metadata.ValueFromIncomingContext(ctx, IntervalKey)
@@ -215,7 +216,7 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 	d := &limiter.Demand{Sidecar: id[0], Interval: time.Duration(us) * time.Microsecond, Rates: make([]float64, 0, n)}
 	for f := range strings.SplitSeq(rates[0], ",") {
 		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || len(d.Rates) == n {
+		if err != nil || len(d.Rates) == n || !(r >= 0 && r <= share.MaxRate) { // NaN fails both
 			return nil
 		}
 		d.Rates = append(d.Rates, r)
