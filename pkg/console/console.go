@@ -7,6 +7,13 @@
 // binary); a few lines of JavaScript fetch the page's main part again
 // every few seconds, so it refreshes by itself, and nothing on it changes
 // any state.
+//
+// Its cost does not grow with its viewers: each part is rendered at most
+// once per MaxAge and shared by every viewer meanwhile, renderings run
+// one at a time (Renderings), the config table is rendered once per
+// config, and every list is capped (MaxRows, MaxTopLimits, MaxTopKeys).
+// Keys are shown as the Status gives them: deciding how a client's value
+// is shown (escaped, or by digest) is pkg/limiter's.
 package console
 
 import (
@@ -40,7 +47,11 @@ type Status struct {
 	// list of fields.
 	Sections  []Section
 	Decisions Series
-	Top       []topkeys.Limit
+	// Top is the keys refused most, per limit: the page lists those of
+	// the MaxTopLimits limits that refused most, MaxTopKeys keys each.
+	Top []topkeys.Limit
+	// TopMore is how many more limits refused than Top holds.
+	TopMore int
 	// TopMinutes is the span the top keys count over.
 	TopMinutes int
 }
@@ -68,6 +79,9 @@ const Refresh = 2 * time.Second
 // MaxTopLimits bounds the top-keys lists: the limits that refused most
 // are shown, and how many more refused (/debug/top has them all).
 const MaxTopLimits = 20
+
+// MaxTopKeys bounds each limit's top-keys list on the page.
+const MaxTopKeys = 10
 
 // MaxRows bounds the config table: a config of more limits shows the first
 // MaxRows and says how many more (/config has them all).
@@ -98,26 +112,62 @@ func Build() string {
 	return v
 }
 
+// Options configure Handler. Zero values take the defaults given.
+//
+// A plain value; Status is called from the admin server's goroutines
+// and must be safe for concurrent use.
+type Options struct {
+	// Status is what the page shows now, read once per rendering.
+	Status func() Status
+	// Logger gets the page's rendering errors. Default: discard.
+	Logger *slog.Logger
+	// Renderings shares the page's renderings between its viewers, and
+	// with the other views given it (/debug/top). Default: the page's
+	// own, on the clock Now.
+	Renderings *Renderings
+	// Now is the clock of the page's own Renderings. Default time.Now.
+	Now func() time.Time
+}
+
 // Handler serves the page: GET / (the whole page), /?part=main (its main
 // part, as the page's script refreshes it), /console.js and /console.css.
-// status is called once per page request.
-func Handler(status func() Status, log *slog.Logger) http.Handler {
+// However many viewers load it, each part is rendered at most once per
+// MaxAge (see Renderings).
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Renderings == nil {
+		o.Renderings = NewRenderings(o.Now)
+	}
 	tmpl := template.Must(template.New("page.html").Funcs(templateFuncs()).ParseFS(assets, "page.html"))
+	tables := &tables{tmpl: tmpl}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		name := "page"
 		if r.URL.Query().Get("part") == "main" {
 			name = "main"
 		}
-		var b bytes.Buffer
-		if err := tmpl.ExecuteTemplate(&b, name, view(status())); err != nil {
-			log.Error("admin page", "error", err.Error())
-			http.Error(w, "admin page: "+err.Error(), http.StatusInternalServerError)
+		body, err := o.Renderings.Get(r.Context(), "console "+name, func() ([]byte, error) {
+			st := o.Status()
+			table, err := tables.of(st.Limits)
+			if err != nil {
+				return nil, err
+			}
+			var b bytes.Buffer
+			err = tmpl.ExecuteTemplate(&b, name, view(st, table))
+			return b.Bytes(), err
+		})
+		if err != nil {
+			if r.Context().Err() == nil { // else the viewer has gone
+				o.Logger.Error("admin page", "error", err.Error())
+				http.Error(w, "admin page: "+err.Error(), http.StatusInternalServerError)
+			}
 			return
 		}
 		secure(w)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(b.Bytes())
+		w.Write(body)
 	})
 	for _, f := range []struct{ name, typ string }{{"console.js", "text/javascript; charset=utf-8"}, {"console.css", "text/css; charset=utf-8"}} {
 		body, _ := assets.ReadFile(f.name)

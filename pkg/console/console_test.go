@@ -3,7 +3,6 @@ package console
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
-func testStatus(t *testing.T, yaml string) Status {
+func testStatus(t testing.TB, yaml string) Status {
 	t.Helper()
 	cfg, err := config.Parse(map[string][]byte{"limits.yaml": []byte(yaml)})
 	if err != nil {
@@ -61,7 +60,7 @@ descriptors:
   - key: free
     rate_limit: {unlimited: true}
 `)
-	h := Handler(func() Status { return st }, slog.New(slog.DiscardHandler))
+	h := Handler(Options{Status: func() Status { return st }})
 	resp, body := get(t, h, "/")
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -115,7 +114,7 @@ func TestPageBoundsRows(t *testing.T) {
 		fmt.Fprintf(&b, "  - key: k%d\n    rate_limit: {unit: second, requests_per_unit: 1}\n", i)
 	}
 	st := testStatus(t, b.String())
-	_, body := get(t, Handler(func() Status { return st }, slog.New(slog.DiscardHandler)), "/")
+	_, body := get(t, Handler(Options{Status: func() Status { return st }}), "/")
 	if n := strings.Count(body, `<td class="key">k`); n != MaxRows {
 		t.Errorf("%d rows; want %d", n, MaxRows)
 	}
@@ -141,7 +140,7 @@ func TestPageBoundsTopLimits(t *testing.T) {
 		st.Top = append(st.Top, topkeys.Limit{Limit: fmt.Sprintf("limit-%02d", i), Refused: int64(i + 1),
 			Keys: []topkeys.Key{{Key: "k=v", Count: int64(i + 1)}}})
 	}
-	_, body := get(t, Handler(func() Status { return st }, slog.New(slog.DiscardHandler)), "/")
+	_, body := get(t, Handler(Options{Status: func() Status { return st }}), "/")
 	if n := strings.Count(body, `class="toplimit"`); n != MaxTopLimits {
 		t.Errorf("%d top lists; want %d", n, MaxTopLimits)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
@@ -18,11 +19,18 @@ import (
 // pageView is a Status as the template reads it.
 type pageView struct {
 	Status
-	Rows      []row
-	MoreRows  int
-	MoreTop   int // limits that refused, past MaxTopLimits
-	Chart     chart
-	RefreshMS int64
+	// LimitsTable is the config table, rendered once per config (see
+	// tables).
+	LimitsTable template.HTML
+	MoreTop     int // limits that refused, past those in Top
+	Chart       chart
+	RefreshMS   int64
+}
+
+// tableView is the config table as its template reads it.
+type tableView struct {
+	Rows     []row
+	MoreRows int
 }
 
 // row is one limit of the config table.
@@ -49,10 +57,25 @@ type line struct {
 
 const rateSeconds = 10
 
-func view(st Status) pageView {
-	v := pageView{Status: st, RefreshMS: Refresh.Milliseconds()}
-	if st.Limits != nil {
-		limits := st.Limits.Limits()
+// tables renders the config table once per config: it changes only on a
+// reload, and it is most of the page (up to MaxRows rows).
+type tables struct {
+	tmpl *template.Template
+	mu   sync.Mutex
+	cfg  *config.Config // the config table was rendered of
+	html template.HTML
+}
+
+// of is cfg's table.
+func (t *tables) of(cfg *config.Config) (template.HTML, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.html != "" && t.cfg == cfg {
+		return t.html, nil
+	}
+	var v tableView
+	if cfg != nil {
+		limits := cfg.Limits()
 		if len(limits) > MaxRows {
 			v.MoreRows = len(limits) - MaxRows
 			limits = limits[:MaxRows]
@@ -61,10 +84,28 @@ func view(st Status) pageView {
 			v.Rows = append(v.Rows, limitRow(l))
 		}
 	}
-	if len(st.Top) > MaxTopLimits {
-		top := slices.Clone(st.Top)
+	var b strings.Builder
+	if err := t.tmpl.ExecuteTemplate(&b, "limits", v); err != nil {
+		return "", err
+	}
+	// Rendered by html/template, in the context the page inserts it in.
+	t.cfg, t.html = cfg, template.HTML(b.String())
+	return t.html, nil
+}
+
+func view(st Status, limits template.HTML) pageView {
+	v := pageView{Status: st, LimitsTable: limits, RefreshMS: Refresh.Milliseconds()}
+	top := st.Top
+	v.MoreTop = st.TopMore
+	if len(top) > MaxTopLimits {
+		top = slices.Clone(top)
 		slices.SortStableFunc(top, func(a, b topkeys.Limit) int { return cmp.Compare(b.Refused, a.Refused) })
-		v.Top, v.MoreTop = top[:MaxTopLimits], len(top)-MaxTopLimits
+		top, v.MoreTop = top[:MaxTopLimits], v.MoreTop+len(top)-MaxTopLimits
+	}
+	v.Top = make([]topkeys.Limit, len(top))
+	for i, l := range top {
+		l.Keys = l.Keys[:min(len(l.Keys), MaxTopKeys)]
+		v.Top[i] = l
 	}
 	v.Chart = decisionsChart(st.Decisions)
 	return v

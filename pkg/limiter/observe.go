@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/pkg/config"
@@ -97,8 +99,8 @@ func metricValues(l *config.Limit, req Request, i int) []string {
 	return values
 }
 
-// shownKey is a descriptor as operators see it: key=value pairs, a value
-// shown as sent when short and printable, else by digest.
+// shownKey is a descriptor as operators see it: key=value pairs, each
+// key and value as shown says.
 func shownKey(req Request, i int) string {
 	var b strings.Builder
 	for k := range req.Entries(i) {
@@ -113,20 +115,83 @@ func shownKey(req Request, i int) string {
 	return b.String()
 }
 
-// maxShown is the longest value shown as sent.
-const maxShown = 64
+// MaxShownBytes is the longest value shown as sent (escaped: see shown).
+const MaxShownBytes = 128
 
+// digestPrefix leads a value shown by digest.
+const digestPrefix = "sha256:"
+
+// shown is a descriptor key or value as operators are shown it, on the
+// admin page, /debug/top and anywhere else: the one place that decides.
+//
+// A value is shown as sent, except that each character a reader would
+// not see as itself is escaped visibly: format characters (U+200B-U+200F,
+// U+202A-U+202E, U+2066-U+2069, U+FEFF...), line and paragraph
+// separators, spaces other than ASCII's, private-use and unassigned code
+// points, characters ignored when drawn (Hangul fillers, variation
+// selectors, tags...) and U+2800, as \u202e (or \U000e0041 beyond U+FFFF);
+// an ASCII space too where it would not be seen (first, last or after
+// another); and a backslash is doubled, so that no text sent reads as an
+// escape. Distinct values are shown distinctly (up to collisions of 64
+// bits of SHA-256 between digests).
+//
+// A value is shown by digest ("sha256:" and 16 hex digits of its SHA-256)
+// instead when that form would exceed MaxShownBytes, when it is not
+// UTF-8 or holds a control character, ';' or '=' (which no header value
+// carries in earnest, and which would make key=value;... ambiguous), or
+// when it begins with "sha256:" itself, so that no value can be sent to
+// read as another's digest.
 func shown(v string) string {
-	ok := len(v) <= maxShown
-	for _, r := range v {
-		if !ok || r < 0x20 || r == 0x7f || r == utf8.RuneError || r == ';' || r == '=' {
-			ok = false
-			break
+	if len(v) > MaxShownBytes || strings.HasPrefix(v, digestPrefix) || !utf8.ValidString(v) {
+		return digest(v)
+	}
+	var b []byte // nil while v is shown as it is
+	for i, r := range v {
+		plain := true
+		switch {
+		case r < 0x20 || 0x7f <= r && r < 0xa0 || r == ';' || r == '=':
+			return digest(v)
+		case r == '\\' || r == ' ' && (i == 0 || i == len(v)-1 || v[i-1] == ' ') || invisible(r):
+			plain = false
+		}
+		if plain && b == nil {
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, 2*len(v)), v[:i]...)
+		}
+		switch {
+		case plain:
+			b = utf8.AppendRune(b, r)
+		case r == '\\':
+			b = append(b, '\\', '\\')
+		case r <= 0xffff:
+			b = fmt.Appendf(b, `\u%04x`, r)
+		default:
+			b = fmt.Appendf(b, `\U%08x`, r)
+		}
+		if len(b) > MaxShownBytes {
+			return digest(v)
 		}
 	}
-	if ok {
+	if b == nil {
 		return v
 	}
+	return string(b)
+}
+
+// invisible says whether r, in a shown value, would not be seen as
+// itself: anything Go does not call printable (which ASCII's space alone
+// of the spaces is), and the printable characters drawn as nothing.
+func invisible(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r < 0x20 || r == 0x7f
+	}
+	return !unicode.IsPrint(r) || r == '\u2800' ||
+		unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+}
+
+func digest(v string) string {
 	sum := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(sum[:8])
+	return digestPrefix + hex.EncodeToString(sum[:8])
 }

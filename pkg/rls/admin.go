@@ -14,14 +14,18 @@ import (
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
 // historySeconds is the span of the admin page's chart of requests by
-// result, and topN the keys it lists per limit.
+// result; topMinutes the span of the top keys (the tracker's default);
+// maxTopN the most keys per limit /debug/top lists, and defaultTopN the
+// number it lists unless asked.
 const (
 	historySeconds = 300
-	topMinutes     = 5
-	topN           = 10
+	topMinutes     = topkeys.DefaultMinutes
+	maxTopN        = topkeys.DefaultSize
+	defaultTopN    = 20
 )
 
 // sample reads the request counters once a second into the history the
@@ -63,6 +67,9 @@ type AdminOptions struct {
 	// Sections, if set, adds panels to the admin page: a tier's, an
 	// upstream's.
 	Sections func() []console.Section
+	// Now is the clock the admin page's and /debug/top's renderings are
+	// aged by (console.Renderings). Default time.Now.
+	Now func() time.Time
 }
 
 // Admin is the admin routes both daemons serve: / (the admin page:
@@ -80,7 +87,12 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 	}
 	mux := http.NewServeMux()
 	build := console.Build() // the binary's: read once
-	page := console.Handler(func() console.Status { return s.status(o, build) }, s.log)
+	// The page and /debug/top are rendered once per console.MaxAge and
+	// shared by their viewers, one rendering at a time.
+	renders := console.NewRenderings(o.Now)
+	page := console.Handler(console.Options{
+		Status: func() console.Status { return s.status(o, build) }, Logger: s.log, Renderings: renders,
+	})
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /console.js", page)
 	mux.Handle("GET /console.css", page)
@@ -117,14 +129,25 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	// Who is being limited: per limit, the keys refused most over the last
-	// five minutes (a fixed-memory sketch; counts within its stated error).
+	// five minutes (a sketch in a byte budget: pkg/topkeys; counts within
+	// its stated error), and the refusals of limits it had no room for.
 	mux.HandleFunc("GET /debug/top", func(w http.ResponseWriter, r *http.Request) {
-		n := 20
+		n := defaultTopN
 		if v, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && v > 0 {
-			n = min(v, 64)
+			n = min(v, maxTopN)
+		}
+		body, err := renders.Get(r.Context(), "top "+strconv.Itoa(n), func() ([]byte, error) {
+			b, err := json.Marshal(map[string]any{"minutes": topMinutes, "limits": s.top.Top(n), "untracked": s.top.Untracked()})
+			return append(b, '\n'), err
+		})
+		if err != nil {
+			if r.Context().Err() == nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"minutes": topMinutes, "limits": s.top.Top(n)})
+		w.Write(body)
 	})
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -145,8 +168,9 @@ func (s *Server) status(o AdminOptions, build string) console.Status {
 	st := console.Status{
 		Daemon: o.Daemon, Build: build, Started: s.started, Now: now,
 		Config: s.config.Status(), Limits: s.config.Current(),
-		Decisions: s.history.Series(now), Top: s.top.Top(topN), TopMinutes: topMinutes,
+		Decisions: s.history.Series(now), TopMinutes: topMinutes,
 	}
+	st.Top, st.TopMore = s.top.Busiest(console.MaxTopLimits, console.MaxTopKeys)
 	if s.storeName != "" {
 		st.Sections = append(st.Sections, s.storeSection())
 	}

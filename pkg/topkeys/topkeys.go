@@ -1,9 +1,21 @@
-// Package topkeys finds the keys refused most often, per limit, in fixed
-// memory: a space-saving sketch (Metwally, Agrawal and El Abbadi, 2005)
-// per limit and per minute, the last few minutes kept. A key's reported
-// count is at most its true count plus the sketch's error, which is at
-// most the total refusals of the minute over the sketch's size; a key
-// refused more often than that is never missed.
+// Package topkeys finds the keys refused most often, per limit, in a
+// stated number of bytes: a space-saving sketch (Metwally, Agrawal and El
+// Abbadi, 2005) per limit and per minute, the last few minutes kept. A
+// key's reported count is at most its true count plus the sketch's error,
+// which is at most the total refusals of the minute over the sketch's
+// size; a key refused more often than that is never missed.
+//
+// Memory is bounded by a byte budget (Options.MaxBytes, DefaultMaxBytes
+// by default), whatever the keys' length and the number of limits: every
+// limit, sketch and key is charged to the budget before it is held, at a
+// cost that bounds what it takes on the heap, and a key longer than
+// MaxKeyBytes is held as a digest of the whole key ("sha256:" and 16 hex
+// digits). When the budget has no room, refusals are still counted, in
+// their limit's total as Limit.Unattributed (or, for a limit that found
+// no room itself, in Untracked), and the sketch guarantee above holds for
+// the keys a sketch does hold: its error is then at most the minute's
+// refusals over the keys it holds. Minutes older than the kept ones give
+// their bytes back when the budget next runs short.
 //
 // Counting stays off the request's critical path: each limit has its own
 // lock, and a refusal that finds it held is not waited for. It is added
@@ -11,64 +23,88 @@
 // sample of the same stream, so under a flood from many cores the heavy
 // hitters keep their share while no core waits. Totals stay exact; the
 // sampled weight is added to a key's error and reported per limit.
+//
+// It depends on the standard library only.
 package topkeys
 
 import (
-	"container/heap"
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
+// Defaults of Options.
+const (
+	// DefaultMaxBytes is the default byte budget: 32 MiB.
+	DefaultMaxBytes = 32 << 20
+	DefaultSize     = 64
+	DefaultMinutes  = 5
+	DefaultLimits   = 1000
+)
+
 // Options size a Tracker. Zero values take the defaults given.
 //
 // A plain value, safe to share between goroutines.
 type Options struct {
-	// Size is the keys each sketch counts. Default 64.
+	// MaxBytes bounds the heap the tracker holds: its limits, sketches
+	// and keys. Default DefaultMaxBytes.
+	MaxBytes int64
+	// Size is the keys each sketch counts. Default DefaultSize.
 	Size int
-	// Minutes is how many minutes are kept. Default 5.
+	// Minutes is how many minutes are kept. Default DefaultMinutes.
 	Minutes int
-	// MaxLimits is how many limits are tracked; refusals of more are not
-	// counted. Default 1,000.
+	// MaxLimits is how many limits are tracked; refusals of more are
+	// counted in Untracked only. Default DefaultLimits.
 	MaxLimits int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
 // Tracker counts refusals per limit and key. It is safe for concurrent
-// use.
+// use; use New to make one.
 type Tracker struct {
-	opts   Options
-	limits sync.Map     // limit name → *ring
-	mu     sync.Mutex   // serialises adding a limit
-	n      atomic.Int64 // limits tracked, at most MaxLimits
+	opts      Options
+	limits    sync.Map     // limit name → *ring
+	mu        sync.Mutex   // serialises adding a limit
+	n         atomic.Int64 // limits tracked, at most MaxLimits
+	used      atomic.Int64 // bytes charged to the budget
+	swept     atomic.Int64 // the Unix minute of the last sweep
+	untracked atomic.Int64 // refusals of limits that found no room
 }
 
-// ring is one limit's sketches, one per minute, under its own lock.
+// ring is one limit's minutes, under its own lock.
 type ring struct {
-	size    int // each sketch's keys
+	name    string // as held: see hold
+	size    int    // each sketch's keys
 	mu      sync.Mutex
 	minutes []minute
 	// backlog is refusals that found mu held, not yet counted.
 	backlog atomic.Int64
 }
 
+// minute is one minute's refusals of a limit; its sketch is nil when the
+// budget had no room for one.
 type minute struct {
-	at     int64 // the minute (Unix minutes) it counts
-	sketch *sketch
+	at                           int64 // the minute (Unix minutes) it counts
+	total, sampled, unattributed int64
+	sketch                       *sketch
 }
 
 // New returns a Tracker.
 func New(o Options) *Tracker {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
 	if o.Size <= 0 {
-		o.Size = 64
+		o.Size = DefaultSize
 	}
 	if o.Minutes <= 0 {
-		o.Minutes = 5
+		o.Minutes = DefaultMinutes
 	}
 	if o.MaxLimits <= 0 {
-		o.MaxLimits = 1000
+		o.MaxLimits = DefaultLimits
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -77,20 +113,28 @@ func New(o Options) *Tracker {
 }
 
 // ring returns limit's ring, adding it if fewer than MaxLimits are
-// tracked; nil otherwise.
-func (t *Tracker) ring(limit string) *ring {
+// tracked and the budget has room; nil otherwise.
+func (t *Tracker) ring(limit string, now time.Time) *ring {
 	if r, ok := t.limits.Load(limit); ok {
 		return r.(*ring)
+	}
+	// No room, and none to be made this minute: said without the lock,
+	// so that a flood on a limit not tracked does not queue on it.
+	name := hold(limit)
+	cost := ringBytes(name, t.opts.Minutes)
+	if t.n.Load() >= int64(t.opts.MaxLimits) || t.used.Load()+cost > t.opts.MaxBytes && t.swept.Load() >= now.Unix()/60 {
+		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r, ok := t.limits.Load(limit); ok {
 		return r.(*ring)
 	}
-	if t.n.Load() >= int64(t.opts.MaxLimits) {
+	// A ring's bytes stay charged: limits are tracked for good.
+	if t.n.Load() >= int64(t.opts.MaxLimits) || !t.reserve(cost, now, nil) {
 		return nil
 	}
-	r := &ring{size: t.opts.Size, minutes: make([]minute, t.opts.Minutes)}
+	r := &ring{name: name, size: t.opts.Size, minutes: make([]minute, t.opts.Minutes)}
 	t.limits.Store(limit, r)
 	t.n.Add(1)
 	return r
@@ -99,8 +143,10 @@ func (t *Tracker) ring(limit string) *ring {
 // Refused counts one refusal of key by limit. It never waits for another
 // refusal being counted: see the package documentation.
 func (t *Tracker) Refused(limit, key string) {
-	r := t.ring(limit)
+	now := t.opts.Now()
+	r := t.ring(limit, now)
 	if r == nil {
+		t.untracked.Add(1)
 		return
 	}
 	if !r.mu.TryLock() {
@@ -108,30 +154,45 @@ func (t *Tracker) Refused(limit, key string) {
 		return
 	}
 	defer r.mu.Unlock()
-	now := t.opts.Now()
-	r.sketch(now).add(key, 1+r.backlog.Swap(0), now)
+	w := 1 + r.backlog.Swap(0)
+	m := t.minute(r, now)
+	m.total += w
+	m.sampled += w - 1
+	if m.sketch == nil && t.reserve(sketchBytes, now, r) {
+		m.sketch = newSketch(r.size)
+	}
+	if m.sketch == nil || !m.sketch.add(t, key, w, now) {
+		m.unattributed += w
+	}
 }
 
-// sketch is the sketch of now's minute, fresh if its slot held an older
+// Untracked is the refusals, since the Tracker was made, of limits it had
+// no room for (past MaxLimits, or with its budget used up).
+func (t *Tracker) Untracked() int64 { return t.untracked.Load() }
+
+// minute is r's minute of now, emptied first if its slot held an older
 // minute's; the caller holds r.mu.
-func (r *ring) sketch(now time.Time) *sketch {
-	m := now.Unix() / 60
-	slot := &r.minutes[m%int64(len(r.minutes))]
-	if slot.at != m || slot.sketch == nil {
-		slot.at, slot.sketch = m, newSketch(r.size)
+func (t *Tracker) minute(r *ring, now time.Time) *minute {
+	at := now.Unix() / 60
+	m := &r.minutes[at%int64(len(r.minutes))]
+	if m.at != at {
+		t.drop(m)
+		*m = minute{at: at}
 	}
-	return slot.sketch
+	return m
 }
 
 // Key is one key's refusals over the kept minutes.
 //
 // A plain value, safe to share between goroutines.
 type Key struct {
+	// Key is as Refused was given it, or its digest when longer than
+	// MaxKeyBytes.
 	Key string `json:"key"`
 	// Count − Error ≤ the true count ≤ Count, Error being at most the
-	// refusals of each minute over the sketch's size; plus, when refusals
-	// were sampled (Limit.Sampled), the sampled weight this key took, by
-	// which its count is an estimate.
+	// refusals of each minute over the keys its sketch held; plus, when
+	// refusals were sampled (Limit.Sampled), the sampled weight this key
+	// took, by which its count is an estimate.
 	Count int64     `json:"count"`
 	Error int64     `json:"error"`
 	Last  time.Time `json:"last"`
@@ -148,7 +209,10 @@ type Limit struct {
 	// as the weight of a later refusal (see the package documentation):
 	// 0 unless refusals came faster than one core counts them.
 	Sampled int64 `json:"sampled"`
-	Keys    []Key `json:"keys"`
+	// Unattributed is how many of them were counted of no key, the
+	// budget having no room for their key.
+	Unattributed int64 `json:"unattributed"`
+	Keys         []Key `json:"keys"`
 }
 
 // Top returns, per limit (by name), its n most refused keys over the kept
@@ -156,36 +220,87 @@ type Limit struct {
 func (t *Tracker) Top(n int) []Limit {
 	now := t.opts.Now()
 	var out []Limit
-	t.limits.Range(func(name, r any) bool {
-		if l, ok := r.(*ring).top(name.(string), n, now); ok {
+	t.limits.Range(func(_, r any) bool {
+		if l, ok := t.top(r.(*ring), n, now); ok {
 			out = append(out, l)
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b Limit) int { return compare(a.Limit, b.Limit) })
+	slices.SortFunc(out, func(a, b Limit) int { return cmp.Compare(a.Limit, b.Limit) })
 	return out
 }
 
-// top is one limit's n most refused keys; false if none was refused in
-// the kept minutes.
-func (r *ring) top(name string, n int, now time.Time) (Limit, bool) {
+// Busiest returns the limits most refused over the kept minutes, at most
+// limits of them, most first, each with its n most refused keys; and how
+// many more limits refused. Its cost grows with the limits tracked and
+// with the keys of the limits it returns, not with the keys of the others.
+func (t *Tracker) Busiest(limits, n int) (top []Limit, more int) {
+	now := t.opts.Now()
+	type busy struct {
+		r       *ring
+		refused int64
+	}
+	var all []busy
+	t.limits.Range(func(_, v any) bool {
+		r := v.(*ring)
+		r.mu.Lock()
+		var refused int64
+		for _, m := range r.minutes {
+			if t.live(m, now) {
+				refused += m.total
+			}
+		}
+		r.mu.Unlock()
+		if refused += r.backlog.Load(); refused > 0 {
+			all = append(all, busy{r, refused})
+		}
+		return true
+	})
+	slices.SortFunc(all, func(a, b busy) int {
+		if a.refused != b.refused {
+			return cmp.Compare(b.refused, a.refused)
+		}
+		return cmp.Compare(a.r.name, b.r.name)
+	})
+	if len(all) > limits {
+		all, more = all[:max(limits, 0)], len(all)-max(limits, 0)
+	}
+	for _, b := range all {
+		if l, ok := t.top(b.r, n, now); ok {
+			top = append(top, l)
+		}
+	}
+	return top, more
+}
+
+// live says whether m counts a minute of those kept at now.
+func (t *Tracker) live(m minute, now time.Time) bool {
+	return m.at != 0 && now.Unix()/60-m.at < int64(t.opts.Minutes)
+}
+
+// top is r's n most refused keys; false if none was refused in the kept
+// minutes.
+func (t *Tracker) top(r *ring, n int, now time.Time) (Limit, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Refusals left in the backlog count in the total, of no key.
 	if b := r.backlog.Swap(0); b > 0 {
-		s := r.sketch(now)
-		s.total += b
-		s.sampled += b
+		m := t.minute(r, now)
+		m.total += b
+		m.sampled += b
 	}
-	current := now.Unix() / 60
 	merged := map[string]*Key{}
-	l := Limit{Limit: name}
+	l := Limit{Limit: r.name}
 	for _, m := range r.minutes {
-		if m.sketch == nil || current-m.at >= int64(len(r.minutes)) {
+		if !t.live(m, now) {
 			continue
 		}
-		l.Refused += m.sketch.total
-		l.Sampled += m.sketch.sampled
+		l.Refused += m.total
+		l.Sampled += m.sampled
+		l.Unattributed += m.unattributed
+		if m.sketch == nil {
+			continue
+		}
 		for _, e := range m.sketch.entries {
 			k := merged[e.key]
 			if k == nil {
@@ -208,89 +323,10 @@ func (r *ring) top(name string, n int, now time.Time) (Limit, bool) {
 	}
 	slices.SortFunc(keys, func(a, b Key) int {
 		if a.Count != b.Count {
-			return int(b.Count - a.Count)
+			return cmp.Compare(b.Count, a.Count)
 		}
-		return compare(a.Key, b.Key)
+		return cmp.Compare(a.Key, b.Key)
 	})
-	l.Keys = keys[:min(n, len(keys))]
+	l.Keys = keys[:min(max(n, 0), len(keys))]
 	return l, true
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// sketch is a space-saving sketch of size keys: a min-heap by count and an
-// index by key.
-type sketch struct {
-	size    int
-	total   int64
-	sampled int64 // of total, counted as another refusal's weight
-	entries entryHeap
-	index   map[string]*entry
-}
-
-type entry struct {
-	key        string
-	count, err int64
-	last       time.Time
-	at         int // its place in the heap
-}
-
-func newSketch(size int) *sketch {
-	return &sketch{size: size, index: make(map[string]*entry, size)}
-}
-
-// add counts w refusals of key: one seen, w-1 sampled (see Refused),
-// which are added to its error too.
-func (s *sketch) add(key string, w int64, now time.Time) {
-	s.total += w
-	s.sampled += w - 1
-	if e := s.index[key]; e != nil {
-		e.count += w
-		e.err += w - 1
-		e.last = now
-		heap.Fix(&s.entries, e.at)
-		return
-	}
-	if len(s.entries) < s.size {
-		e := &entry{key: key, count: w, err: w - 1, last: now}
-		s.index[key] = e
-		heap.Push(&s.entries, e)
-		return
-	}
-	// Full: the least counted key makes room, its count the newcomer's
-	// error.
-	e := s.entries[0]
-	delete(s.index, e.key)
-	e.key, e.err, e.last = key, e.count+w-1, now
-	e.count += w
-	s.index[key] = e
-	heap.Fix(&s.entries, 0)
-}
-
-type entryHeap []*entry
-
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].count < h[j].count }
-func (h entryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].at, h[j].at = i, j
-}
-func (h *entryHeap) Push(x any) {
-	e := x.(*entry)
-	e.at = len(*h)
-	*h = append(*h, e)
-}
-func (h *entryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
