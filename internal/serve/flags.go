@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/refenv"
 	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
 // Flags are the flags both daemons take, under the same names and with
@@ -27,6 +28,7 @@ type Flags struct {
 	Config             string
 	GRPCAddr, HTTPAddr string
 	CacheSize          int
+	TopKeysBytes       int64
 	KeyPrefix          string
 	LegacyHeaders      bool
 	DynamicMetadata    bool
@@ -69,6 +71,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", grpcAddr, "gRPC listen address: RateLimitService (for Envoy), health, reflection")
 	fs.StringVar(&f.HTTPAddr, "http-addr", httpAddr, "admin HTTP listen address: /healthz /readyz /metrics /config /json")
 	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
+	fs.Int64Var(&f.TopKeysBytes, "top-keys-max-bytes", topkeys.DefaultMaxBytes, "bytes the admin views' keys refused most may hold (/debug/top, the admin page); refusals past it are still counted, unattributed")
 	fs.StringVar(&f.KeyPrefix, "key-prefix", "sluice:", "prefix of every store key (a sidecar's must be its server's)")
 	fs.BoolVar(&f.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")
 	fs.BoolVar(&f.ShadowAll, "shadow-mode", false, "admit every request, over limit or not, counting as usual (every limit in shadow mode; the reference's SHADOW_MODE)")
@@ -95,6 +98,9 @@ func (f *Flags) Validate() error {
 	}
 	if f.CacheSize < 0 {
 		errs = append(errs, errors.New("-cache-size must not be negative"))
+	}
+	if f.TopKeysBytes <= 0 {
+		errs = append(errs, errors.New("-top-keys-max-bytes must be positive"))
 	}
 	if f.Grace < 0 {
 		errs = append(errs, errors.New("-shutdown-grace must not be negative"))

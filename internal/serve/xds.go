@@ -73,7 +73,7 @@ func (f *Flags) ServerOptions(log *slog.Logger, reg prometheus.Registerer) (rls.
 	}
 	return rls.ServerOptions{
 		Config: f.Config, ConfigSource: src, ConfigSourceName: name,
-		CacheSize: f.ServiceCacheSize(), KeyPrefix: f.KeyPrefix, LegacyHeaders: f.LegacyHeaders,
+		CacheSize: f.ServiceCacheSize(), TopKeysBytes: f.TopKeysBytes, KeyPrefix: f.KeyPrefix, LegacyHeaders: f.LegacyHeaders,
 		DynamicMetadata: f.DynamicMetadata, ShadowAll: f.ShadowAll, QuotaAll: f.QuotaAll, ReferenceMetrics: f.ReferenceMetrics,
 		ReferenceCounting: f.ReferenceCounting,
 		Logger:            log, Registerer: reg,

@@ -93,6 +93,9 @@ type ServerOptions struct {
 	// ShareBytes bounds the memory of the sidecars' demand reports
 	// (share.Options.MaxBytes). Default share.DefaultMaxBytes.
 	ShareBytes int64
+	// TopKeysBytes bounds the memory of the keys refused most
+	// (topkeys.Options.MaxBytes). Default topkeys.DefaultMaxBytes.
+	TopKeysBytes int64
 
 	Logger *slog.Logger
 	// Registerer, if set, gets the service's metrics.
@@ -207,7 +210,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sidecars: %w", err)
 	}
-	s.top = topkeys.New(topkeys.Options{})
+	s.top = topkeys.New(topkeys.Options{MaxBytes: o.TopKeysBytes})
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
 		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, Shares: shares,
