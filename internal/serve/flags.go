@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/refenv"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
@@ -25,23 +26,26 @@ import (
 // cache, the key prefix, the reply's legacy headers, logging, profiling,
 // shutdown and the gRPC port's TLS.
 type Flags struct {
-	Config             string
-	GRPCAddr, HTTPAddr string
-	CacheSize          int
-	TopKeysBytes       int64
-	KeyPrefix          string
-	LegacyHeaders      bool
-	DynamicMetadata    bool
-	ShadowAll          bool
-	QuotaAll           bool
-	ReferenceMetrics   bool
-	ReferenceCounting  bool
-	Pprof              bool
-	LogLevel           string
-	LogFormat          string
-	Grace              time.Duration
-	TLS                GRPCTLS
-	XDS                XDSFlags
+	Config string
+	// ConfigMaxFileBytes and ConfigMaxTotalBytes bound what a config load
+	// reads (config.SizeBounds), from files or xDS.
+	ConfigMaxFileBytes, ConfigMaxTotalBytes int64
+	GRPCAddr, HTTPAddr                      string
+	CacheSize                               int
+	TopKeysBytes                            int64
+	KeyPrefix                               string
+	LegacyHeaders                           bool
+	DynamicMetadata                         bool
+	ShadowAll                               bool
+	QuotaAll                                bool
+	ReferenceMetrics                        bool
+	ReferenceCounting                       bool
+	Pprof                                   bool
+	LogLevel                                string
+	LogFormat                               string
+	Grace                                   time.Duration
+	TLS                                     GRPCTLS
+	XDS                                     XDSFlags
 	// FromReference are the flags set from envoyproxy/ratelimit's
 	// environment, and IgnoredReference its variables that are set and
 	// not honoured but only warn (Parse; Serve logs both).
@@ -68,6 +72,8 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string, getenv func(string) strin
 func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.StringVar(&f.Config, "config", "", "descriptor config: a YAML file or a directory of them, in envoyproxy/ratelimit's format (this or -config-xds-server is required)")
 	f.XDS.Register(fs)
+	fs.Int64Var(&f.ConfigMaxFileBytes, "config-max-file-bytes", config.DefaultMaxFileBytes, "refuse a config file (or an xDS resource) larger than this, before reading it")
+	fs.Int64Var(&f.ConfigMaxTotalBytes, "config-max-total-bytes", config.DefaultMaxTotalBytes, "refuse a config directory (or an xDS push) whose files add up to more than this")
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", grpcAddr, "gRPC listen address: RateLimitService (for Envoy), health, reflection")
 	fs.StringVar(&f.HTTPAddr, "http-addr", httpAddr, "admin HTTP listen address: /healthz /readyz /metrics /config /json")
 	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
@@ -98,6 +104,9 @@ func (f *Flags) Validate() error {
 	}
 	if f.CacheSize < 0 {
 		errs = append(errs, errors.New("-cache-size must not be negative"))
+	}
+	if f.ConfigMaxFileBytes <= 0 || f.ConfigMaxTotalBytes < f.ConfigMaxFileBytes {
+		errs = append(errs, errors.New("-config-max-file-bytes must be positive and -config-max-total-bytes at least as large"))
 	}
 	if f.TopKeysBytes <= 0 {
 		errs = append(errs, errors.New("-top-keys-max-bytes must be positive"))

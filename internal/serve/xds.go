@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/xdsconfig"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -32,11 +33,11 @@ func (x *XDSFlags) Register(fs *flag.FlagSet) {
 
 // Source is the xDS config source the flags ask for, and its name; nil
 // when they ask for none.
-func (x *XDSFlags) Source(log *slog.Logger) (reload.Source, string, error) {
+func (x *XDSFlags) Source(log *slog.Logger, sizes config.SizeBounds) (reload.Source, string, error) {
 	if x.Server == "" {
 		return nil, "", nil
 	}
-	o := xdsconfig.Options{Server: x.Server, NodeID: x.NodeID, Logger: log}
+	o := xdsconfig.Options{Server: x.Server, NodeID: x.NodeID, Logger: log, Sizes: sizes}
 	if x.CA != "" || x.Cert != "" || x.Key != "" || x.ServerName != "" {
 		name := x.ServerName
 		if name == "" {
@@ -67,12 +68,13 @@ func HostOf(addr string) string {
 // ServerOptions are the rls.ServerOptions both daemons take from these
 // flags: the config source and the answer's settings.
 func (f *Flags) ServerOptions(log *slog.Logger, reg prometheus.Registerer) (rls.ServerOptions, error) {
-	src, name, err := f.XDS.Source(log)
+	sizes := config.SizeBounds{MaxFileBytes: f.ConfigMaxFileBytes, MaxTotalBytes: f.ConfigMaxTotalBytes}
+	src, name, err := f.XDS.Source(log, sizes)
 	if err != nil {
 		return rls.ServerOptions{}, err
 	}
 	return rls.ServerOptions{
-		Config: f.Config, ConfigSource: src, ConfigSourceName: name,
+		Config: f.Config, ConfigSource: src, ConfigSourceName: name, ConfigSizes: sizes,
 		CacheSize: f.ServiceCacheSize(), TopKeysBytes: f.TopKeysBytes, KeyPrefix: f.KeyPrefix, LegacyHeaders: f.LegacyHeaders,
 		DynamicMetadata: f.DynamicMetadata, ShadowAll: f.ShadowAll, QuotaAll: f.QuotaAll, ReferenceMetrics: f.ReferenceMetrics,
 		ReferenceCounting: f.ReferenceCounting,

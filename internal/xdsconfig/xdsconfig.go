@@ -7,26 +7,36 @@
 // with the reason and the last good config keeps serving. A broken stream
 // is dialled again with backoff, and the server's state of the world is
 // taken afresh.
+//
+// Resources are held to the bounds of config files (pkg/config's MaxFiles,
+// MaxDepth, MaxNodes, MaxScalarBytes and SizeBounds) on the protobuf,
+// before they are converted, and converted to the YAML tree a file would
+// give, never to its text. A response refused once is not built again:
+// go-control-plane answers a NACK with its snapshot at once, so the same
+// refused response comes back until the server's config changes; it is
+// NACKed again with the same reason, after a wait that doubles from
+// BackoffMin to BackoffMax so that the exchange does not spin.
 package xdsconfig
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"gopkg.in/yaml.v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/reload"
@@ -40,14 +50,33 @@ type Options struct {
 	NodeID string
 	// TLS, if set, secures the stream (with a client certificate for mTLS).
 	TLS *tls.Config
-	// Backoff bounds the wait before dialling again: from Min, doubling,
-	// to Max, with jitter. Defaults 250ms and 10s.
+	// Backoff bounds the wait before dialling again, and before NACKing a
+	// refused response sent again: from Min, doubling, to Max, with
+	// jitter. Defaults 250ms and 10s.
 	BackoffMin, BackoffMax time.Duration
-	Logger                 *slog.Logger
+	// Sizes bound each resource (MaxFileBytes) and a response's resources
+	// together (MaxTotalBytes), as they bound config files; zero values
+	// mean config.DefaultMaxFileBytes and config.DefaultMaxTotalBytes.
+	// gRPC refuses a response over 4 MiB whatever these say.
+	Sizes  config.SizeBounds
+	Logger *slog.Logger
 }
 
-// Source is a reload.Source on an xDS stream.
-type Source struct{ opts Options }
+// Source is a reload.Source on an xDS stream. Its Run is called once;
+// the Source is not otherwise used concurrently.
+type Source struct {
+	opts Options
+	// refused is the last response refused: its digest and why. Only
+	// Run's goroutine touches it.
+	refused *refusal
+}
+
+// refusal is a refused response, answered again without being rebuilt.
+type refusal struct {
+	digest  [sha256.Size]byte
+	err     error
+	repeats int // times it came back since it was refused
+}
 
 var _ reload.Source = (*Source)(nil)
 
@@ -128,15 +157,28 @@ func (s *Source) stream(ctx context.Context, w *reload.Watcher) (bool, error) {
 			return got, err
 		}
 		got = true
-		cfg, err := build(resp)
+		d := digest(resp.Resources)
+		if r := s.refused; r != nil && r.digest == d {
+			// Sent again after the NACK: the same answer, built once.
+			if !s.pause(ctx, r) {
+				return got, ctx.Err()
+			}
+			if err := client.Nack(r.err.Error()); err != nil {
+				return got, err
+			}
+			continue
+		}
+		cfg, err := s.build(resp.Resources)
 		from := s.Name()
 		if err != nil {
+			s.refused = &refusal{digest: d, err: err}
 			w.Reject(err, from)
 			if err := client.Nack(err.Error()); err != nil {
 				return got, err
 			}
 			continue
 		}
+		s.refused = nil
 		w.Apply(cfg, from)
 		if err := client.Ack(); err != nil {
 			return got, err
@@ -144,78 +186,61 @@ func (s *Source) stream(ctx context.Context, w *reload.Watcher) (bool, error) {
 	}
 }
 
-// build makes one config of a response's resources: each is written as the
-// YAML file the reference would read, named after the resource, and the
-// files are parsed together, so xDS and files follow the same rules.
-func build(resp *sotw.Response) (*config.Config, error) {
-	files := make(map[string][]byte, len(resp.Resources))
-	for _, a := range resp.Resources {
-		var rc rlsconf.RateLimitConfig
-		if err := a.UnmarshalTo(&rc); err != nil {
-			return nil, fmt.Errorf("resource %s: %w", a.GetTypeUrl(), err)
-		}
-		name := rc.GetName()
-		if name == "" {
-			name = rc.GetDomain()
-		}
-		name = "xds:" + strings.ReplaceAll(name, "/", "_") + ".yaml"
-		if _, dup := files[name]; dup {
-			return nil, fmt.Errorf("two RateLimitConfigs named %q", rc.GetName())
-		}
-		b, err := yaml.Marshal(fileOf(&rc))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		files[name] = b
+// pause waits before a refused response is NACKed again: BackoffMin
+// doubling to BackoffMax, with jitter. It reports false if ctx ended.
+func (s *Source) pause(ctx context.Context, r *refusal) bool {
+	wait := s.opts.BackoffMin
+	for i := 0; i < r.repeats && wait < s.opts.BackoffMax; i++ {
+		wait *= 2
 	}
-	if len(files) == 0 {
-		return nil, errors.New("no RateLimitConfig resources")
+	wait = min(wait, s.opts.BackoffMax)
+	r.repeats++
+	t := time.NewTimer(time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64())))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	return config.Parse(files)
 }
 
-// fileOf is rc as the reference's YAML: the same fields, the same names.
-func fileOf(rc *rlsconf.RateLimitConfig) map[string]any {
-	return map[string]any{"domain": rc.GetDomain(), "descriptors": descriptorsOf(rc.GetDescriptors())}
+// digest identifies a response by its resources' types and contents, in
+// any order (a snapshot's resources are a map: their order changes from
+// one response to the next). The same digest is the same config.
+func digest(resources []*anypb.Any) [sha256.Size]byte {
+	each := make([][sha256.Size]byte, len(resources))
+	var n [binary.MaxVarintLen64]byte
+	for i, a := range resources {
+		h := sha256.New()
+		for _, b := range [][]byte{[]byte(a.GetTypeUrl()), a.GetValue()} {
+			h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
+			h.Write(b)
+		}
+		h.Sum(each[i][:0])
+	}
+	slices.SortFunc(each, func(a, b [sha256.Size]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, d := range each {
+		h.Write(d[:])
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
-func descriptorsOf(ds []*rlsconf.RateLimitDescriptor) []any {
-	out := make([]any, 0, len(ds))
-	for _, d := range ds {
-		m := map[string]any{"key": d.GetKey()}
-		if d.GetValue() != "" {
-			m["value"] = d.GetValue()
-		}
-		if d.GetShadowMode() {
-			m["shadow_mode"] = true
-		}
-		if d.GetDetailedMetric() {
-			m["detailed_metric"] = true
-		}
-		if p := d.GetRateLimit(); p != nil {
-			rl := map[string]any{}
-			if p.GetUnlimited() {
-				rl["unlimited"] = true
-			} else {
-				rl["unit"] = strings.ToLower(p.GetUnit().String())
-				rl["requests_per_unit"] = p.GetRequestsPerUnit()
-			}
-			if p.GetName() != "" {
-				rl["name"] = p.GetName()
-			}
-			var replaces []any
-			for _, r := range p.GetReplaces() {
-				replaces = append(replaces, map[string]any{"name": r.GetName()})
-			}
-			if len(replaces) > 0 {
-				rl["replaces"] = replaces
-			}
-			m["rate_limit"] = rl
-		}
-		if len(d.GetDescriptors()) > 0 {
-			m["descriptors"] = descriptorsOf(d.GetDescriptors())
-		}
-		out = append(out, m)
+// build makes one config of a response's resources: each is checked on
+// the protobuf, then converted to the YAML tree of the file the reference
+// would read, named after the resource, and the trees are parsed
+// together, so that xDS and files follow the same rules and bounds.
+func (s *Source) build(resources []*anypb.Any) (*config.Config, error) {
+	checked, err := check(resources, s.opts.Sizes)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	docs := make([]config.Document, len(checked))
+	for i, r := range checked {
+		docs[i] = document(r)
+	}
+	return config.ParseDocuments(docs)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -108,4 +109,21 @@ func LimitConfig(name string, perMinute uint32) *rlsconf.RateLimitConfig {
 	return &rlsconf.RateLimitConfig{Name: name, Domain: "gateway", Descriptors: []*rlsconf.RateLimitDescriptor{{
 		Key: "client", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: perMinute},
 	}}}
+}
+
+// DeepConfig is domain gateway's config named name: key client, then
+// depth-1 descriptors each nested in the one before (keys level1,
+// level2, ...), the deepest with a limit of 1 a minute. A hostile push
+// is thousands deep in a few tens of KB.
+func DeepConfig(name string, depth int) *rlsconf.RateLimitConfig {
+	leaf := &rlsconf.RateLimitDescriptor{Key: "level" + strconv.Itoa(depth-1),
+		RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 1}}
+	for i := depth - 2; i >= 0; i-- {
+		key := "level" + strconv.Itoa(i)
+		if i == 0 {
+			key = "client"
+		}
+		leaf = &rlsconf.RateLimitDescriptor{Key: key, Descriptors: []*rlsconf.RateLimitDescriptor{leaf}}
+	}
+	return &rlsconf.RateLimitConfig{Name: name, Domain: "gateway", Descriptors: []*rlsconf.RateLimitDescriptor{leaf}}
 }

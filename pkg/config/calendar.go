@@ -1,9 +1,31 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// LoadZone is the time zone a calendar limit names: an IANA name such as
+// Europe/Paris, or UTC, of at most MaxZoneBytes. "Local" and "" are
+// refused: they are the process's own zone (its TZ), so replicas started
+// in different zones would count different days and months for one limit.
+// The error quotes at most MaxQuotedBytes of the name.
+func LoadZone(name string) (*time.Location, error) {
+	switch {
+	case name == "":
+		return nil, errors.New("calendar needs a time zone (an IANA name such as Europe/Paris, or UTC)")
+	case name == "Local":
+		return nil, errors.New(`calendar "Local" is the process's own time zone, which replicas need not share: name the zone (an IANA name such as Europe/Paris, or UTC)`)
+	case len(name) > MaxZoneBytes:
+		return nil, fmt.Errorf("calendar %s: a zone name is at most %d bytes", Quote(name), MaxZoneBytes)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("calendar %s: not a time zone (want an IANA name such as Europe/Paris, or UTC)", Quote(name))
+	}
+	return loc, nil
+}
 
 // CalendarPeriod is the period of unit holding t on loc's calendar: a
 // month from the 1st at 00:00 to the next 1st, a day from midnight to

@@ -58,4 +58,19 @@
 //     literally), and among matching patterns the most specific wins (the
 //     reference takes the first listed).
 //   - Domains are never merged (the reference's MERGE_DOMAIN_CONFIG).
+//   - A calendar zone must be named: "Local" (the process's own zone) is
+//     refused.
+//
+// # Bounds
+//
+// A config is bounded before it is expanded, however it arrives (bounds.go):
+// LoadWith refuses a file over SizeBounds.MaxFileBytes and a directory
+// over MaxTotalBytes or MaxFiles before reading them; the walk charges
+// every YAML node of all the files together, aliases expanded, to
+// MaxNodes, nests at most MaxDepth deep and reads no string longer than
+// MaxScalarBytes; a calendar zone is at most MaxZoneBytes. Errors quote at
+// most MaxQuotedBytes of any config string (Quote), and one Parse reports
+// at most 10 errors, so that an error fits in a log line, a NACK and
+// /readyz. Sources that hold configs as data (xDS) check the same bounds
+// on their own form before building a Document.
 package config

@@ -98,6 +98,11 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 	return out
 }
 
+// source is where a node was written: file:line, or the file alone for
+// a document without lines (an xDS resource).
 func source(file string, line int) string {
+	if line <= 0 {
+		return file
+	}
 	return file + ":" + strconv.Itoa(line)
 }

@@ -26,17 +26,46 @@ var (
 
 // sourceFile is one input: name is what errors and Limit.File show, hashName
 // what Version digests (Load passes base names, so a config's version does
-// not depend on where it is mounted).
+// not depend on where it is mounted). tree, if set, gives the file's YAML
+// tree, read in place of data, which Version still digests.
 type sourceFile struct {
 	name, hashName string
 	data           []byte
+	tree           func() *yaml.Node
+}
+
+// Document is one config file given as its YAML tree rather than its text,
+// by a source that holds configs as data (an xDS resource). Tree returns
+// the file's top-level mapping, as yaml.v3 would decode it; it is called
+// once, when the document's turn comes, so that one tree at a time is held.
+// Data is what the config's Version digests (the source's own bytes). The
+// caller bounds what Tree builds; the walk charges its nodes to MaxNodes
+// as it does a file's. ParseDocuments reads a Document from its calling
+// goroutine only.
+type Document struct {
+	Name string
+	Tree func() *yaml.Node
+	Data []byte
+}
+
+// ParseDocuments builds a Config from documents as Parse does from files:
+// the same rules, the same bounds, errors naming each by Name (and a line
+// where its nodes carry one). It does not modify the trees.
+func ParseDocuments(docs []Document) (*Config, error) {
+	src := make([]sourceFile, 0, len(docs))
+	for _, d := range docs {
+		src = append(src, sourceFile{name: d.Name, hashName: d.Name, data: d.Data, tree: d.Tree})
+	}
+	return parse(src)
 }
 
 // Parse builds a Config from file contents keyed by file name, the names
 // that errors and Limit.File carry. Files are read in name order. Each file
 // holds one domain; a domain may not appear in two files. On failure the
 // error is an *Error, or several joined with errors.Join (at most one per
-// file, plus those found across files); use errors.As to inspect them.
+// file, plus those found across files, and at most 10 in all: the rest
+// are counted); use errors.As to inspect them. The caller bounds the
+// files' sizes (LoadWith does).
 func Parse(files map[string][]byte) (*Config, error) {
 	src := make([]sourceFile, 0, len(files))
 	for name, data := range files {
@@ -54,15 +83,16 @@ func parse(files []sourceFile) (*Config, error) {
 	var errs []error
 	c := &Config{domains: make(map[string]*level)}
 	byName := make(map[string]*domainTree)
+	budget := MaxNodes // for the whole config: aliases can make small files large
 	for _, f := range files {
-		t, err := parseFile(f.name, f.data)
+		t, err := parseFile(f, &budget)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if prev := byName[t.name]; prev != nil {
 			errs = append(errs, &Error{File: t.file, Line: t.line,
-				Reason: fmt.Sprintf("duplicate domain %q: already defined at %s:%d", t.name, prev.file, prev.line)})
+				Reason: fmt.Sprintf("duplicate domain %s: already defined at %s", Quote(t.name), source(prev.file, prev.line))})
 			continue
 		}
 		byName[t.name] = t
@@ -79,7 +109,7 @@ func parse(files []sourceFile) (*Config, error) {
 		walkLimits(t.nodes, func(l *Limit) {
 			if prev := paths[l.Path]; prev != nil {
 				errs = append(errs, &Error{File: l.File, Line: l.Line,
-					Reason: fmt.Sprintf("limit path %q is also the path of the limit at %s:%d; rename a key or value", l.Path, prev.File, prev.Line)})
+					Reason: fmt.Sprintf("limit path %s is also the path of the limit at %s; rename a key or value", Quote(l.Path), source(prev.File, prev.Line))})
 				return
 			}
 			paths[l.Path] = l
@@ -91,6 +121,9 @@ func parse(files []sourceFile) (*Config, error) {
 	case 1:
 		return nil, errs[0]
 	default:
+		if len(errs) > maxErrors { // bounded for logs, /readyz and NACKs
+			errs = append(errs[:maxErrors], fmt.Errorf("and %d more errors", len(errs)-maxErrors))
+		}
 		return nil, errors.Join(errs...)
 	}
 	c.version = version(files)
@@ -146,10 +179,18 @@ func decode(data []byte) (docs []*yaml.Node, err error) {
 	}
 }
 
-func parseFile(name string, data []byte) (*domainTree, error) {
-	docs, err := decode(data)
-	if err != nil {
-		return nil, yamlError(name, err)
+// parseFile reads one file, charging its nodes to budget, what is left of
+// the config's MaxNodes.
+func parseFile(f sourceFile, budget *int) (*domainTree, error) {
+	name := f.name
+	var docs []*yaml.Node
+	if f.tree != nil {
+		docs = []*yaml.Node{{Kind: yaml.DocumentNode, Content: []*yaml.Node{f.tree()}}}
+	} else {
+		var err error
+		if docs, err = decode(f.data); err != nil {
+			return nil, yamlError(name, err)
+		}
 	}
 	if len(docs) == 0 {
 		return nil, &Error{File: name, Line: 1, Reason: "no domain: the file is empty"}
@@ -158,7 +199,7 @@ func parseFile(name string, data []byte) (*domainTree, error) {
 		// The reference's yaml.v2 would silently read only the first.
 		return nil, &Error{File: name, Line: docs[1].Line, Reason: "a second YAML document: a file holds one domain"}
 	}
-	w := &walker{file: name, budget: maxNodes}
+	w := &walker{file: name, budget: budget}
 	root := docs[0].Content[0]
 	fs, err := w.fields(root, "the file", fileFields, 0)
 	if err != nil {
@@ -222,9 +263,9 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			}
 		}
 		if prev := seen[Entry{n.key, n.value}]; prev != nil {
-			what := fmt.Sprintf("key %q value %q", n.key, n.value)
+			what := fmt.Sprintf("key %s value %s", Quote(n.key), Quote(n.value))
 			if n.value == "" {
-				what = fmt.Sprintf("key %q without a value", n.key)
+				what = fmt.Sprintf("key %s without a value", Quote(n.key))
 			}
 			return nil, w.errorf(item, "duplicate descriptor %s at this level (first at line %d)", what, prev.line)
 		}
@@ -248,7 +289,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 		}
 		wildcard := strings.Contains(n.value, "*")
 		if shared && !wildcard {
-			return nil, w.errorf(fs["share_threshold"].key, "share_threshold applies to a wildcard value (containing '*'); %q has none", n.value)
+			return nil, w.errorf(fs["share_threshold"].key, "share_threshold applies to a wildcard value (containing '*'); %s has none", Quote(n.value))
 		}
 		// The reference's metric key: a shared wildcard as written, else
 		// with value_to_metric the request's value where the descriptor
@@ -259,7 +300,10 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 		} else if st.toMetric && (wildcard || n.value == "") {
 			st.metric = MetricEntry{Runtime: true}
 		}
-		trail := append(trail[:len(trail):len(trail)], st)
+		// A stack: siblings overwrite this depth's step and nothing keeps
+		// trail (fromTrail copies), so no copy per descriptor, which cost
+		// depth² across a deep tree.
+		trail := append(trail, st)
 		var metadata map[string]any
 		if f, ok := fs["metadata"]; ok && isSet(f.val) {
 			v, err := w.value(f.val, 0)
@@ -284,8 +328,8 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			if err != nil {
 				return nil, err
 			}
-			if len(children) > 0 && depth >= maxDepth {
-				return nil, w.errorf(f.key, "descriptors nested more than %d deep", maxDepth)
+			if len(children) > 0 && depth >= MaxDepth {
+				return nil, w.errorf(f.key, "descriptors nested more than %d deep", MaxDepth)
 			}
 			if n.ordered, err = w.descriptors(children, &n.children, domain, path, trail); err != nil {
 				return nil, err
@@ -301,7 +345,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 // isSet reports whether a field has a value other than null. It follows
 // aliases without charging the budget; resolve charges them when read.
 func isSet(n *yaml.Node) bool {
-	for hops := 0; n.Kind == yaml.AliasNode && n.Alias != nil && hops <= maxDepth; hops++ {
+	for hops := 0; n.Kind == yaml.AliasNode && n.Alias != nil && hops <= MaxDepth; hops++ {
 		n = n.Alias
 	}
 	return !isNull(n)

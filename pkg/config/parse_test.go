@@ -145,7 +145,7 @@ func TestParseErrors(t *testing.T) {
 			reason: "nested more than 64 deep"},
 		{name: "self-merging mapping", files: map[string]string{"f.yaml": "domain: d\ndescriptors:\n  - &a\n    key: k\n    <<: *a\n"},
 			reason: "merge keys nested more than 64 deep"},
-		{name: "billion laughs", files: map[string]string{"f.yaml": laughs()}, reason: "document too large"},
+		{name: "billion laughs", files: map[string]string{"f.yaml": laughs()}, reason: "config too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
@@ -77,6 +76,9 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 			return rl, nil, err
 		}
 		if rl.Algorithm, err = algorithm.ParseKind(s); err != nil {
+			if len(s) > MaxQuotedBytes { // ParseKind quotes it whole
+				err = fmt.Errorf("unknown algorithm %s", Quote(s))
+			}
 			return rl, nil, w.errorf(f.val, "%v", err)
 		}
 		rl.AlgorithmSet = true
@@ -101,8 +103,8 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		if err != nil {
 			return rl, nil, err
 		}
-		if rl.Calendar, err = time.LoadLocation(zone); err != nil || zone == "" {
-			return rl, nil, w.errorf(f.val, "calendar %q: not a time zone (want an IANA name such as Europe/Paris, or UTC)", zone)
+		if rl.Calendar, err = LoadZone(zone); err != nil {
+			return rl, nil, w.errorf(f.val, "%v", err)
 		}
 		if rl.Algorithm != algorithm.FixedWindow || rl.UnitMultiplier != 1 {
 			return rl, nil, w.errorf(f.key, "calendar applies to algorithm: fixed_window with no unit_multiplier (its windows are the calendar's)")
@@ -154,7 +156,7 @@ func (w *walker) replaces(fs map[string]field, self string) ([]string, error) {
 			return nil, w.errorf(item, "replaces entry has no name")
 		}
 		if name == self {
-			return nil, w.errorf(item, "a limit cannot replace itself (%q)", name)
+			return nil, w.errorf(item, "a limit cannot replace itself (%s)", Quote(name))
 		}
 		names = append(names, name)
 	}

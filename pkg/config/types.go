@@ -60,7 +60,7 @@ func ParseUnit(s string) (Unit, error) {
 			return u, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown unit %q (want second, minute, hour, day, week, month or year)", s)
+	return 0, fmt.Errorf("unknown unit %s (want second, minute, hour, day, week, month or year)", Quote(s))
 }
 
 // MaxSlidingLogLimit caps requests_per_unit for sliding_log limits

@@ -10,19 +10,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Limits on one file's shape. The walk expands aliases and merge keys, which
-// a hostile file can use to make a small document enormous ("billion
-// laughs") or to refer to itself; these bound the work and the recursion.
-const (
-	maxNodes = 1 << 20 // YAML nodes visited per file, aliases expanded
-	maxDepth = 64      // nesting of descriptors, and of merge keys
-)
-
 // walker reads one file's YAML tree. It stops at the first error: one clear
 // error per file reads better than a cascade caused by the first.
 type walker struct {
 	file   string
-	budget int
+	budget *int // nodes the config has left, shared by its files
 }
 
 func (w *walker) errorf(n *yaml.Node, format string, args ...any) *Error {
@@ -33,17 +25,23 @@ func (w *walker) errorf(n *yaml.Node, format string, args ...any) *Error {
 	return &Error{File: w.file, Line: line, Reason: fmt.Sprintf(format, args...)}
 }
 
-// resolve follows aliases and charges the node to the file's budget.
+// resolve follows aliases and charges the node to the config's budget. The
+// walk expands aliases and merge keys, which a hostile file can use to make
+// a small document enormous ("billion laughs") or to refer to itself:
+// MaxNodes and MaxDepth bound the work and the recursion, MaxScalarBytes
+// every string read.
 func (w *walker) resolve(n *yaml.Node) (*yaml.Node, error) {
 	for hops := 0; n.Kind == yaml.AliasNode; hops++ {
-		if n.Alias == nil || hops > maxDepth {
-			return nil, w.errorf(n, "unresolvable alias *%s", n.Value)
+		if n.Alias == nil || hops > MaxDepth {
+			return nil, w.errorf(n, "unresolvable alias *%s", Clip(n.Value))
 		}
 		n = n.Alias
 	}
-	w.budget--
-	if w.budget < 0 {
-		return nil, w.errorf(n, "document too large: more than %d YAML nodes once aliases are expanded", maxNodes)
+	if *w.budget--; *w.budget < 0 {
+		return nil, w.errorf(n, "config too large: more than %d YAML nodes in all its files once aliases are expanded", MaxNodes)
+	}
+	if n.Kind == yaml.ScalarNode && len(n.Value) > MaxScalarBytes {
+		return nil, w.errorf(n, "a string of %d bytes, %s: the most is %d", len(n.Value), Quote(n.Value), MaxScalarBytes)
 	}
 	return n, nil
 }
@@ -59,8 +57,8 @@ type field struct {
 // (and yaml.v2, which the reference uses) has it. what names the mapping in
 // errors.
 func (w *walker) fields(n *yaml.Node, what string, allowed []string, depth int) (map[string]field, error) {
-	if depth > maxDepth {
-		return nil, w.errorf(n, "merge keys nested more than %d deep", maxDepth)
+	if depth > MaxDepth {
+		return nil, w.errorf(n, "merge keys nested more than %d deep", MaxDepth)
 	}
 	n, err := w.resolve(n)
 	if err != nil {
@@ -85,10 +83,10 @@ func (w *walker) fields(n *yaml.Node, what string, allowed []string, depth int) 
 			return nil, w.errorf(k, "%s has a %s as a field name", what, kindName(k))
 		}
 		if !slices.Contains(allowed, k.Value) {
-			return nil, w.errorf(k, "unknown field %q in %s (want %s)", k.Value, what, strings.Join(allowed, ", "))
+			return nil, w.errorf(k, "unknown field %s in %s (want %s)", Quote(k.Value), what, strings.Join(allowed, ", "))
 		}
 		if prev, dup := out[k.Value]; dup {
-			return nil, w.errorf(k, "field %q given twice in %s (first at line %d)", k.Value, what, prev.key.Line)
+			return nil, w.errorf(k, "field %s given twice in %s (first at line %d)", Quote(k.Value), what, prev.key.Line)
 		}
 		out[k.Value] = field{key: k, val: v}
 	}
@@ -192,7 +190,7 @@ func (w *walker) integer(n *yaml.Node, what string) (uint32, error) {
 	}
 	var i int64
 	if err := n.Decode(&i); err != nil {
-		return 0, w.errorf(n, "%s must be at most %d, got %s", what, uint32(math.MaxUint32), n.Value)
+		return 0, w.errorf(n, "%s must be at most %d, got %s", what, uint32(math.MaxUint32), Clip(n.Value))
 	}
 	if i < 0 {
 		return 0, w.errorf(n, "%s must not be negative, got %d", what, i)
@@ -217,17 +215,17 @@ func kindName(n *yaml.Node) string {
 	case yaml.ScalarNode:
 		switch n.Tag {
 		case "!!str":
-			return "the string " + strconv.Quote(n.Value)
+			return "the string " + Quote(n.Value)
 		case "!!null":
 			return "null"
 		case "!!int":
-			return "the integer " + n.Value
+			return "the integer " + Clip(n.Value)
 		case "!!float":
-			return "the number " + n.Value
+			return "the number " + Clip(n.Value)
 		case "!!bool":
-			return "the boolean " + n.Value
+			return "the boolean " + Clip(n.Value)
 		}
-		return strconv.Quote(n.Value)
+		return Quote(n.Value)
 	}
 	return "an empty document"
 }
@@ -249,11 +247,11 @@ func yamlError(file string, err error) *Error {
 
 // value reads any YAML value as the JSON-like Go value protobuf's Struct
 // takes (map[string]any, []any, string, float64, bool or nil), charging
-// every node to the file's budget: descriptor metadata, which sluice
+// every node to the config's budget: descriptor metadata, which sluice
 // carries but does not interpret. Mapping keys must be scalars.
 func (w *walker) value(n *yaml.Node, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, w.errorf(n, "metadata nested more than %d deep", maxDepth)
+	if depth > MaxDepth {
+		return nil, w.errorf(n, "metadata nested more than %d deep", MaxDepth)
 	}
 	n, err := w.resolve(n)
 	if err != nil {

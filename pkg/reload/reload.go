@@ -42,7 +42,12 @@ type Options struct {
 	Debounce time.Duration
 	// Poll reloads this often even without events; 0 means 30s, negative
 	// turns polling off.
-	Poll   time.Duration
+	Poll time.Duration
+	// Sizes bound the files read at each load (config.LoadWith): larger
+	// ones are refused before they are read. The zero value means
+	// config.DefaultMaxFileBytes per file and config.DefaultMaxTotalBytes
+	// for a directory.
+	Sizes  config.SizeBounds
 	Logger *slog.Logger
 	// Registerer, if set, gets the reload metrics.
 	Registerer prometheus.Registerer
@@ -73,7 +78,7 @@ func New(opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(opts.Path)
+	cfg, err := config.LoadWith(opts.Path, opts.Sizes)
 	if err != nil {
 		w.reloads.WithLabelValues("error").Inc()
 		return nil, err
@@ -151,7 +156,7 @@ func (w *Watcher) Apply(cfg *config.Config, from string) {
 	}
 	w.swap(cfg)
 	w.result("loaded", nil)
-	w.opts.Logger.Info("config loaded", "source", w.opts.Path, "from", from, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
+	w.opts.Logger.Info("config loaded", "source", w.opts.Path, "from", from, "version", cfg.Version(), "previous_version", old.Version(), "domains", logDomains(cfg.Domains()))
 }
 
 // Reject records a config a Source could not build: the last good one
@@ -217,6 +222,24 @@ func (w *Watcher) result(result string, err error) {
 	w.lastErr = err
 }
 
+// logDomains is what a log line shows of a config's domains: at most
+// maxLoggedDomains, each cut to config.MaxQuotedBytes, and how many
+// more there are, so that a config of many long domains cannot flood it.
+func logDomains(domains []string) []string {
+	out := make([]string, 0, min(len(domains), maxLoggedDomains+1))
+	for i, d := range domains {
+		if i == maxLoggedDomains {
+			out = append(out, fmt.Sprintf("and %d more", len(domains)-i))
+			break
+		}
+		out = append(out, config.Clip(d))
+	}
+	return out
+}
+
+// maxLoggedDomains bounds the domains a "config loaded" line names.
+const maxLoggedDomains = 20
+
 func (w *Watcher) swap(cfg *config.Config) {
 	w.status.LoadedAt = time.Now()
 	old := w.current.Swap(cfg)
@@ -232,7 +255,7 @@ func (w *Watcher) swap(cfg *config.Config) {
 func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cfg, err := config.Load(w.opts.Path)
+	cfg, err := config.LoadWith(w.opts.Path, w.opts.Sizes)
 	if err != nil {
 		if w.lastErr == nil || w.lastErr.Error() != err.Error() {
 			w.opts.Logger.Error("config rejected; the last good config keeps serving",
@@ -248,7 +271,7 @@ func (w *Watcher) Reload() error {
 	}
 	w.swap(cfg)
 	w.result("loaded", nil)
-	w.opts.Logger.Info("config loaded", "path", w.opts.Path, "version", cfg.Version(), "previous_version", old.Version(), "domains", cfg.Domains())
+	w.opts.Logger.Info("config loaded", "path", w.opts.Path, "version", cfg.Version(), "previous_version", old.Version(), "domains", logDomains(cfg.Domains()))
 	return nil
 }
 

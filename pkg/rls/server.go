@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
@@ -36,6 +37,9 @@ type ServerOptions struct {
 	// and answers UNAVAILABLE, until its first.
 	ConfigSource     reload.Source
 	ConfigSourceName string
+	// ConfigSizes bound what each load of Config reads (a source bounds
+	// its own). Zero values take config's defaults.
+	ConfigSizes config.SizeBounds
 
 	// Decider, if set, builds the decider from the flag cache the service
 	// uses (nil when the cache is off): the sidecar's local tier. Otherwise
@@ -157,7 +161,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if o.ConfigSource != nil {
 		s.config, err = reload.NewEmpty(reload.Options{Path: o.ConfigSourceName, Logger: o.Logger, Registerer: o.Registerer})
 	} else {
-		s.config, err = reload.New(reload.Options{Path: o.Config, Logger: o.Logger, Registerer: o.Registerer})
+		s.config, err = reload.New(reload.Options{Path: o.Config, Sizes: o.ConfigSizes, Logger: o.Logger, Registerer: o.Registerer})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

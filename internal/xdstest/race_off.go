@@ -1,0 +1,5 @@
+//go:build !race
+
+package xdstest
+
+const raceEnabled = false
