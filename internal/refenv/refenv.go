@@ -13,6 +13,8 @@
 package refenv
 
 import (
+	"github.com/sluicehq/sluice/pkg/flagcache"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -304,7 +306,7 @@ func cacheKeys(s string) (string, error) {
 	if err != nil || n < 0 {
 		return "", errors.New("not a size in bytes")
 	}
-	keys := n / 128
+	keys := n / (flagcache.KeyOverhead + 48) // a default key's 41 bytes take 48 on the heap
 	if n > 0 {
 		keys = max(keys, 1)
 	}

@@ -65,7 +65,7 @@ func TestApply(t *testing.T) {
 		"log-level": "warn", "log-format": "json",
 		"redis-url": "rediss://user:pa%20ss@redis.svc:6379", "redis-tls-ca": "/certs/redis-ca.crt", "redis-pool-size": "20",
 		"redis-tls-cert": "/certs/redis-client.crt", "redis-tls-key": "/certs/redis-client.key",
-		"cache-size": "8192", "shadow-mode": "false", "quota-mode": "true", "response-dynamic-metadata": "true",
+		"cache-size": "5957", "shadow-mode": "false", "quota-mode": "true", "response-dynamic-metadata": "true",
 	}
 	if got := values(fs); !maps.Equal(got, want) {
 		t.Errorf("flags\n got %v\nwant %v", got, want)

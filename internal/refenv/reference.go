@@ -51,7 +51,7 @@ func Settings() []Setting {
 		to("REDIS_SENTINEL_AUTH", "with REDIS_TYPE=SENTINEL: the sentinels' password, or user:password", "redis-sentinel-username", "redis-sentinel-password").forRedis().refused(),
 		na("REDIS_PERSECOND*", "one store counts every unit; sluice connects to no second Redis").forRedis().inert("false"),
 		na("MEMCACHE_*", "sluice counts in Redis or in memory"),
-		to("LOCAL_CACHE_SIZE_IN_BYTES", "bytes / 128 keys in the over-limit flag cache (0 turns it off, as there)", "cache-size"),
+		to("LOCAL_CACHE_SIZE_IN_BYTES", "bytes / 176 keys in the over-limit flag cache, what a key costs there (0 turns it off, as there)", "cache-size"),
 		to("CACHE_KEY_PREFIX", "sluice's keys have another form; the prefix still separates deployments", "key-prefix"),
 		na("EXPIRATION_JITTER_MAX_SECONDS", "each key expires when its state is forgotten"),
 		na("NEAR_LIMIT_RATIO", "sluice reports remaining quota in RateLimit headers and metrics"),

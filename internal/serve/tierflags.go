@@ -5,6 +5,7 @@ import (
 	"flag"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/localbucket"
 	"github.com/sluicehq/sluice/pkg/localtier"
 )
 
@@ -27,7 +28,7 @@ func (f *TierFlags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.BatchSize, "batch-size", 256, "batched hits: record early once this many keys have hits pending")
 	fs.IntVar(&f.MaxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded in the global limit (batched, and while it is unavailable); beyond, hits are dropped and counted")
 	fs.Int64Var(&f.MaxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
-	fs.IntVar(&f.MaxKeys, "local-max-keys", 1<<20, "keys the local buckets hold")
+	fs.IntVar(&f.MaxKeys, "local-max-keys", localbucket.DefaultMaxKeys, "keys the local buckets hold, at most localbucket.KeyOverhead (128) bytes each beyond the key; idle ones are reclaimed first and dropped once a second")
 }
 
 // Validate reports what is wrong with the flags.

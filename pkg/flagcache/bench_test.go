@@ -68,3 +68,43 @@ func BenchmarkAddExisting(b *testing.B) {
 		c.Add(keys[i&(benchKeys-1)], now.Add(time.Hour))
 	}
 }
+
+// A new key into a full cache: an eviction, and the copy of the key.
+func BenchmarkAddNewEvicting(b *testing.B) {
+	c, err := New(DefaultSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 4*DefaultSize)
+	for i := range keys {
+		keys[i] = storeKey("sluice:", i)
+	}
+	until := time.Now().Add(time.Hour)
+	for _, k := range keys[:2*DefaultSize] {
+		c.Add(k, until)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c.Add(keys[i%len(keys)], until)
+	}
+}
+
+// Sweep over a full cache of DefaultSize flags, none expired: the cost of
+// each call of the owner's timer when every flag is live.
+func BenchmarkSweep(b *testing.B) {
+	c, err := New(DefaultSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	fill(c, DefaultSize, "sluice:", now.Add(time.Hour))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if n := c.Sweep(now); n != 0 {
+			b.Fatalf("Sweep = %d; want 0", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/DefaultSize, "ns/flag")
+}

@@ -9,19 +9,30 @@
 // Eviction (the cache is bounded) only forgets flags, which costs a store round
 // trip and never a wrong rejection.
 //
-// The package depends on nothing but the standard library and
-// hashicorp/golang-lru: no store, no gRPC, no config, no metrics. Callers pass
-// the time in, so tests step through injected instants and never sleep.
+// Memory is bounded by the number of keys, each costing at most KeyOverhead
+// (128) bytes plus its own length rounded up to a multiple of 16 (for keys
+// of 32 to 256 bytes, in caches of a few thousand keys or more). The
+// daemons' keys are fixed-length store keys, prefix + "{" + 32 hex digits +
+// "}": 41 bytes (48 on the heap) with the default prefix "sluice:", so a
+// cache of DefaultSize keys holds at most 100,000 × 176 bytes = 17.6 MB
+// (16.8 MiB), and 24 MB (22.9 MiB) with a 64-byte prefix. Measured at
+// DefaultSize: 132 bytes a key with the default prefix, 196 with a 64-byte
+// one (TestHeapWithinBudget). Flags past their deadline leave when a caller
+// asks for them (Until) or when the owner's timer calls Sweep, which also
+// gives a shard's map back once few flags are left in it.
+//
+// The package depends on nothing but the standard library: no store, no
+// gRPC, no config, no metrics. Callers pass the time in, so tests step
+// through injected instants and never sleep.
 package flagcache
 
 import (
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // maxShards is the number of shards of a cache large enough to have them all.
@@ -45,25 +56,24 @@ type OverLimit struct {
 	shards []shard
 }
 
-// shard is one LRU under its own lock. The lock is ours rather than
-// lru.Cache's so that Until can test an entry and drop it if expired in one
-// critical section: with lru.Cache's Get-then-Remove a concurrent Add of a
-// fresh deadline could be removed in between.
-type shard struct {
-	mu  sync.Mutex
-	lru *simplelru.LRU[string, time.Time] // guarded by mu
-	// Pad the 16 bytes above to 128 so that two shards' locks never share a
-	// cache line or an adjacent-line prefetch pair.
-	_ [128 - 16]byte
-}
-
 // DefaultSize is the flag cache size the daemons and the HTTP middleware's
-// Engine use unless told otherwise.
+// Engine use unless told otherwise: at most 17.6 MB with the default key
+// prefix (see the package comment).
 const DefaultSize = 100_000
 
+// KeyOverhead bounds the heap a flag costs beyond its key's own bytes: its
+// slot (48 bytes: the key's header, the deadline and two links) and its
+// share of its shard's map (25 bytes a map slot, and the map's free slots).
+// Measured beyond the keys' bytes: 84 bytes a flag at DefaultSize, 113 at
+// the costliest size tried, just after the maps grew (caches of 2,000 to
+// 200,000 keys; TestHeapWithinBudget checks both). A budget in bytes
+// divided by KeyOverhead plus the key's heap size is a safe size.
+const KeyOverhead = 128
+
 // New returns a cache holding at most size keys in total. size must be
-// positive. A cache smaller than 16 keys gets fewer shards (the largest power of
-// two not above size), so the total bound is exact.
+// positive, and below 2^31 × 16 (slots are numbered in 32 bits per shard). A
+// cache smaller than 16 keys gets fewer shards (the largest power of two not
+// above size), so the total bound is exact.
 func New(size int) (*OverLimit, error) {
 	if size <= 0 {
 		return nil, errors.New("cache: size must be positive")
@@ -71,6 +81,9 @@ func New(size int) (*OverLimit, error) {
 	n := maxShards
 	for n > size {
 		n /= 2
+	}
+	if size/n >= math.MaxInt32-1 {
+		return nil, fmt.Errorf("cache: size %d: more than 2^31-2 keys per shard", size)
 	}
 	c := &OverLimit{
 		seed:   maphash.MakeSeed(),
@@ -82,11 +95,7 @@ func New(size int) (*OverLimit, error) {
 		if i < size%n {
 			capacity++ // the shard capacities sum to size exactly
 		}
-		l, err := simplelru.NewLRU[string, time.Time](capacity, nil)
-		if err != nil {
-			return nil, err // unreachable: capacity >= 1
-		}
-		c.shards[i].lru = l
+		c.shards[i].init(capacity)
 	}
 	return c, nil
 }
@@ -103,20 +112,22 @@ func (c *OverLimit) shard(key string) *shard {
 // the store's state changed (a reload raised the limit, the key was reset, a
 // sliding window slid); keeping the older, later deadline would reject requests
 // the store now admits. An until at or before the caller's next now is stored
-// and then simply never matches (it is removed by the next Until), so Add with a
-// past deadline clears a flag.
+// and then simply never matches (it is removed by the next Until or Sweep), so
+// Add with a past deadline clears a flag.
 //
 // until should carry a monotonic reading (time.Now().Add(retryAfter) does), as
 // the now passed to Until should.
 func (c *OverLimit) Add(key string, until time.Time) {
 	s := c.shard(key)
 	s.mu.Lock()
-	if !s.lru.Contains(key) {
+	if i, ok := s.index[key]; ok {
+		s.slots[i].until = until
+		s.toFront(i)
+	} else {
 		// The cache outlives the request: don't pin a caller's larger buffer
 		// that key may be a slice of. Only new keys pay the copy.
-		key = strings.Clone(key)
+		s.insert(strings.Clone(key), until)
 	}
-	s.lru.Add(key, until)
 	s.mu.Unlock()
 }
 
@@ -127,15 +138,19 @@ func (c *OverLimit) Add(key string, until time.Time) {
 func (c *OverLimit) Until(key string, now time.Time) (time.Time, bool) {
 	s := c.shard(key)
 	s.mu.Lock()
-	until, ok := s.lru.Get(key)
-	if ok && !now.Before(until) {
-		s.lru.Remove(key)
-		ok = false
-	}
-	s.mu.Unlock()
+	i, ok := s.index[key]
 	if !ok {
+		s.mu.Unlock()
 		return time.Time{}, false
 	}
+	until := s.slots[i].until
+	if !now.Before(until) {
+		s.remove(i)
+		s.mu.Unlock()
+		return time.Time{}, false
+	}
+	s.toFront(i)
+	s.mu.Unlock()
 	return until, true
 }
 
@@ -144,7 +159,9 @@ func (c *OverLimit) Until(key string, now time.Time) (time.Time, bool) {
 func (c *OverLimit) Remove(key string) {
 	s := c.shard(key)
 	s.mu.Lock()
-	s.lru.Remove(key)
+	if i, ok := s.index[key]; ok {
+		s.remove(i)
+	}
 	s.mu.Unlock()
 }
 
@@ -154,20 +171,21 @@ func (c *OverLimit) Purge() {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		s.lru.Purge()
+		s.purge()
 		s.mu.Unlock()
 	}
 }
 
-// Len returns the number of keys held, including expired flags that no Until
-// has removed yet. Each shard is counted under its lock but not all at once, so
-// under concurrent writes the sum is a moment's approximation.
+// Len returns the number of keys held, including expired flags that neither
+// Until nor Sweep has removed yet. Each shard is counted under its lock but
+// not all at once, so under concurrent writes the sum is a moment's
+// approximation.
 func (c *OverLimit) Len() int {
 	n := 0
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		n += s.lru.Len()
+		n += len(s.index)
 		s.mu.Unlock()
 	}
 	return n

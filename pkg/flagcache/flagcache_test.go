@@ -2,6 +2,7 @@ package flagcache
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,7 +11,7 @@ import (
 )
 
 func TestNewRejectsNonPositiveSize(t *testing.T) {
-	for _, size := range []int{0, -1} {
+	for _, size := range []int{0, -1, maxShards * (math.MaxInt32 - 1)} {
 		if c, err := New(size); err == nil {
 			t.Errorf("New(%d) = %v, nil; want an error", size, c)
 		}

@@ -114,3 +114,24 @@ func BenchmarkAllowNNewKeysEvicting(b *testing.B) {
 		bk.AllowN(keys[i&(len(keys)-1)], benchLimit, now, benchLimit.Burst)
 	}
 }
+
+// Sweep over DefaultMaxKeys buckets, none full: the cost of each call of the
+// owner's timer when every key is live. It also reports the heap the
+// buckets take per key (heap-B/key), store keys of the default prefix
+// included.
+func BenchmarkSweep(b *testing.B) {
+	before := liveHeap()
+	bk := mustNew(b, Options{})
+	now := time.Now()
+	fill(bk, DefaultMaxKeys, "sluice:", now)
+	perKey := float64(liveHeap()-before) / DefaultMaxKeys
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if n := bk.Sweep(now); n != 0 {
+			b.Fatalf("Sweep = %d; want 0", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/DefaultMaxKeys, "ns/key")
+	b.ReportMetric(perKey, "heap-B/key")
+}

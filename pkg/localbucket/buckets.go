@@ -13,21 +13,40 @@ import (
 // DefaultShards is the number of shards when Options.Shards is 0.
 const DefaultShards = 64
 
+// DefaultMaxKeys is the bound on keys when Options.MaxKeys is 0: at most
+// 184.5 MB (176 MiB) with the daemons' keys (see KeyOverhead).
+const DefaultMaxKeys = 1 << 20
+
+// KeyOverhead bounds the heap a key held costs beyond the key's own bytes:
+// its slot (56 bytes: the key's header, the bucket's state and limit, the
+// CLOCK bit) and its share of its shard's map (25 bytes a map slot, and the
+// map's free slots). A key's own bytes are its length rounded up to a
+// multiple of 16 (for keys of 32 to 256 bytes). The daemons key buckets by
+// fixed-length store keys, prefix + "{" + 32 hex digits + "}": 41 bytes (48
+// on the heap) with the default prefix "sluice:", so DefaultMaxKeys keys
+// take at most 2^20 × 176 bytes = 184.5 MB (176 MiB), and 251.7 MB (240
+// MiB) with a 64-byte prefix. Measured beyond the keys' bytes: 109 bytes a
+// key at DefaultMaxKeys (157 with the key; BenchmarkSweep reports it), 124
+// at the costliest size tried, just after the shards' maps grew
+// (TestHeapWithinBudget). A budget in bytes divided by KeyOverhead plus the
+// key's heap size is a safe MaxKeys.
+const KeyOverhead = 128
+
 // Options configures a Buckets.
 //
-// There is no idle TTL: a bucket idle long enough to refill is full, and full
-// buckets are reclaimed first, exactly; dropping an idle bucket that has not yet
-// refilled would hand its key tokens it has not earned. MaxKeys is the only
-// knob memory needs.
+// There is no idle TTL: a bucket idle long enough to refill is full, and
+// full buckets are reclaimed first, exactly, on insertion and by Sweep;
+// dropping an idle bucket that has not yet refilled would hand its key
+// tokens it has not earned. MaxKeys is the only knob memory needs.
 //
 // New copies it, so changing it afterwards changes nothing; the Buckets
 // are safe for concurrent use.
 type Options struct {
-	// MaxKeys bounds the number of keys held in total; it must be positive.
-	// It is split evenly over the shards, so a shard may evict while another
-	// has room; with a per-instance hash seed the shards fill evenly. Each
-	// key held costs about 120 bytes plus the key's length (measured with a
-	// million keys).
+	// MaxKeys bounds the number of keys held in total; 0 means
+	// DefaultMaxKeys. It is split evenly over the shards, so a shard may
+	// evict while another has room; with a per-instance hash seed the
+	// shards fill evenly. Each key held costs at most KeyOverhead bytes
+	// plus its own.
 	MaxKeys int
 	// Shards is the number of independently locked shards, a power of two;
 	// 0 means DefaultShards. More shards mean fewer collisions between
@@ -44,12 +63,17 @@ type Buckets struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
+	// sweepMu makes one Sweep at a time the owner of the shards' pass.
+	sweepMu sync.Mutex
 }
 
 // New returns an empty Buckets.
 func New(opts Options) (*Buckets, error) {
-	if opts.MaxKeys <= 0 {
-		return nil, fmt.Errorf("localbucket: MaxKeys %d: must be positive", opts.MaxKeys)
+	if opts.MaxKeys == 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	if opts.MaxKeys < 0 {
+		return nil, fmt.Errorf("localbucket: MaxKeys %d: must not be negative", opts.MaxKeys)
 	}
 	n := opts.Shards
 	if n == 0 {
@@ -137,8 +161,9 @@ func (b *Buckets) Allow(key string, lim Limit, n float64) Decision {
 }
 
 // Len returns the number of keys held, at most Options.MaxKeys. It counts
-// full buckets not yet reclaimed. Each shard is counted under its lock but not
-// all at once, so under concurrent use the sum is a moment's approximation.
+// full buckets not yet reclaimed (see Sweep). Each shard is counted under its
+// lock but not all at once, so under concurrent use the sum is a moment's
+// approximation.
 func (b *Buckets) Len() int {
 	n := 0
 	for i := range b.shards {
@@ -163,13 +188,16 @@ type bucket struct {
 type shard struct {
 	mu      sync.Mutex
 	index   map[string]int32 // key → position in buckets
-	buckets []bucket         // grows to limit, then slots are reused
+	buckets []bucket         // grows to limit, with no gaps (remove)
 	limit   int
 	clock   int // next slot the eviction hand examines (evict.go)
 	sweep   int // next slot the full-bucket sweep examines (evict.go)
-	// Pad the 64 bytes above to 128 so that two shards' locks never share a
+	// pass is the number of slots Sweep has yet to examine, from
+	// pass-1 down (sweep.go); it belongs to the Sweep holding sweepMu.
+	pass int
+	// Pad the 72 bytes above to 128 so that two shards' locks never share a
 	// cache line or an adjacent-line prefetch pair.
-	_ [64]byte
+	_ [56]byte
 }
 
 func (s *shard) init(limit int) {
@@ -182,7 +210,8 @@ func (s *shard) init(limit int) {
 func (s *shard) insert(key string, lim Limit, now int64) *bucket {
 	i := s.slot(now)
 	if i == len(s.buckets) {
-		s.buckets = append(s.buckets, bucket{})
+		s.grow()
+		s.buckets = s.buckets[:i+1]
 	} else {
 		delete(s.index, s.buckets[i].key)
 	}
@@ -192,4 +221,16 @@ func (s *shard) insert(key string, lim Limit, now int64) *bucket {
 	s.buckets[i] = bucket{key: key, state: fresh(lim, now), lim: lim}
 	s.index[key] = int32(i)
 	return &s.buckets[i]
+}
+
+// grow makes room for one more slot if there is none: twice the room, but
+// never more than the limit, so a full shard has no spare slots. Requires
+// s.mu held.
+func (s *shard) grow() {
+	if len(s.buckets) < cap(s.buckets) {
+		return
+	}
+	buckets := make([]bucket, len(s.buckets), min(s.limit, max(8, 2*cap(s.buckets))))
+	copy(buckets, s.buckets)
+	s.buckets = buckets
 }

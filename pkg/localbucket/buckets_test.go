@@ -25,7 +25,7 @@ func TestNewOptions(t *testing.T) {
 		wantErr    bool
 		wantShards int
 	}{
-		{opts: Options{}, wantErr: true},
+		{opts: Options{}, wantShards: DefaultShards},
 		{opts: Options{MaxKeys: -1}, wantErr: true},
 		{opts: Options{MaxKeys: 100, Shards: 3}, wantErr: true},
 		{opts: Options{MaxKeys: 100, Shards: -4}, wantErr: true},
@@ -53,7 +53,9 @@ func TestShardPadding(t *testing.T) {
 }
 
 func TestKeysAreIndependent(t *testing.T) {
-	b := mustNew(t, Options{MaxKeys: 100})
+	// One shard: with 100 keys over 64 shards, a shard holds one or two,
+	// and two keys in one shard of one would evict each other.
+	b := mustNew(t, Options{MaxKeys: 100, Shards: 1})
 	lim := Limit{Rate: 1, Burst: 2}
 	now := time.Now()
 	for range 2 {

@@ -7,7 +7,8 @@ package localbucket
 //   - the sweep looks for full buckets. A full bucket is in the state of a key
 //     never seen, so reusing its slot changes no answer. The sweep runs on every
 //     insertion, also while the shard has room, so idle keys make room for new
-//     ones before the shard grows: memory follows the live keys.
+//     ones before the shard grows: memory follows the live keys. (Without
+//     insertions, Sweep in sweep.go drops them on the owner's timer.)
 //   - the clock evicts, when the shard is full and the sweep found nothing, a
 //     bucket not used since the clock last passed it: CLOCK (second chance), an
 //     approximation of least-recently-used.

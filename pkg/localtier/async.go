@@ -97,9 +97,16 @@ func (t *Tier) flusher() {
 	defer close(t.done)
 	tick := time.NewTicker(t.opts.FlushInterval)
 	defer tick.Stop()
+	// Once a second, the local buckets that are full again go: they are
+	// what a new key would be, and a flood's keys should not keep memory.
+	sweep := time.NewTicker(time.Second)
+	defer sweep.Stop()
 	var buf []entry
 	for {
 		select {
+		case now := <-sweep.C:
+			t.local.Sweep(now)
+			continue
 		case <-t.stop:
 			// What was admitted before the stop; hits the upstream does not
 			// take now are lost with the process, and counted.

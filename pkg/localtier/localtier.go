@@ -90,7 +90,7 @@ type Options struct {
 	// descriptor's entries, long values by digest: a few hundred bytes).
 	// Default 64 MiB.
 	MaxPendingBytes int64
-	// MaxKeys bounds the local buckets. Default 1<<20.
+	// MaxKeys bounds the local buckets. Default localbucket.DefaultMaxKeys.
 	MaxKeys int
 	// Cache is the flag cache the limiter.Service in front uses; async answers
 	// fill it. Optional.
@@ -162,7 +162,7 @@ func New(opts Options) (*Tier, error) {
 		opts.MaxPendingBytes = 64 << 20
 	}
 	if opts.MaxKeys <= 0 {
-		opts.MaxKeys = 1 << 20
+		opts.MaxKeys = localbucket.DefaultMaxKeys
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -233,9 +233,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	s.metrics = metrics
 	s.history = console.NewHistory(limiter.RequestCodes(), historySeconds)
 	go s.sample(ctx)
-	if shares != nil {
-		go sweep(ctx, shares)
-	}
+	go s.sweep(ctx, shares)
 	if err := proxies.Watch(ctx); err != nil {
 		o.Logger.Warn("sidecar token file changes will not be seen until a restart", "error", err.Error())
 	}
@@ -289,9 +287,11 @@ func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Dec
 	return s.store, err
 }
 
-// sweep drops the demand reports of sidecars gone quiet, once a second,
-// until ctx is done.
-func sweep(ctx context.Context, shares *share.Tracker) {
+// sweep drops, once a second until ctx is done, what no request needs
+// any more: the flags past their deadline and the demand reports (shares,
+// if not nil) of sidecars gone quiet, so that memory a flood took comes
+// back without traffic.
+func (s *Server) sweep(ctx context.Context, shares *share.Tracker) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -299,7 +299,12 @@ func sweep(ctx context.Context, shares *share.Tracker) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			shares.Sweep(now)
+			if shares != nil {
+				shares.Sweep(now)
+			}
+			if s.flags != nil {
+				s.flags.Sweep(now)
+			}
 		}
 	}
 }

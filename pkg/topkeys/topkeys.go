@@ -19,7 +19,8 @@
 //
 // Counting stays off the request's critical path: each limit has its own
 // lock, and a refusal that finds it held is not waited for. It is added
-// to a backlog that the next refusal counted carries as its weight: a
+// to a backlog that the next refusals counted carry as their weight, at
+// most 64 each (so that no key the flood sent once jumps to the top): a
 // sample of the same stream, so under a flood from many cores the heavy
 // hitters keep their share while no core waits. Totals stay exact; the
 // sampled weight is added to a key's error and reported per limit.
@@ -140,6 +141,9 @@ func (t *Tracker) ring(limit string, now time.Time) *ring {
 	return r
 }
 
+// maxCarry is the most of the backlog one counted refusal carries.
+const maxCarry = 64
+
 // Refused counts one refusal of key by limit. It never waits for another
 // refusal being counted: see the package documentation.
 func (t *Tracker) Refused(limit, key string) {
@@ -154,7 +158,13 @@ func (t *Tracker) Refused(limit, key string) {
 		return
 	}
 	defer r.mu.Unlock()
-	w := 1 + r.backlog.Swap(0)
+	// It carries at most maxCarry of the backlog: a refusal that alone
+	// carried a long stall's backlog would put a key the flood sent once
+	// at the top. The rest waits for the next refusals, or counts in the
+	// total, of no key (top).
+	c := min(r.backlog.Load(), maxCarry)
+	r.backlog.Add(-c)
+	w := 1 + c
 	m := t.minute(r, now)
 	m.total += w
 	m.sampled += w - 1
