@@ -136,7 +136,8 @@ type RateLimit struct {
 	Burst        uint32 // token_bucket and gcra capacity; defaults to RequestsPerUnit
 	// CountRefused: the hits of a refused request count too (a charge
 	// known after the fact, such as a response's LLM tokens): the key goes
-	// into debt, within one capacity, and is refused until it is repaid.
+	// into debt, up to one window's refill (the limit, or the burst if
+	// smaller), and is refused until it is repaid.
 	CountRefused bool
 	// Calendar, if set, aligns a fixed window on this zone's calendar:
 	// months from the 1st at midnight, days from midnight, weeks from
