@@ -208,6 +208,7 @@ func (t *Tier) changed(from, to breaker.State, cause error) {
 	switch {
 	case to == breaker.Open && from == breaker.Closed:
 		t.m.upstreamUp.Set(0)
+		t.m.outages.Inc()
 		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share",
 			"error", errString(cause), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
 	case to == breaker.Closed:

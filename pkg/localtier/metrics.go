@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	upstreamCalls *prometheus.CounterVec
 	upstreamUp    prometheus.Gauge
+	outages       prometheus.Counter
 	batch         prometheus.Histogram
 	flush         prometheus.Histogram
 	lag           prometheus.Histogram
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		upstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_localfilter_upstream_up",
 			Help: "1 while the upstream answers, 0 while the sidecar decides locally at the fallback share.",
+		}),
+		outages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_localfilter_upstream_outages_total",
+			Help: "Times the upstream was marked unavailable (sluice_localfilter_upstream_up going to 0): from then the sidecar decided at the fallback share until it answered again.",
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_localfilter_flush_batch_size", Help: "Keys (descriptors) per async flush call.",
@@ -72,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances, m.refusals,
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.outages, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances, m.refusals,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
 			}, func() float64 { return float64(t.pending.keys.Load()) }),
