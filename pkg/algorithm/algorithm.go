@@ -159,7 +159,7 @@ type Result struct {
 //
 //	token_bucket:   F tokens,             T last update
 //	gcra:           F theoretical arrival time (µs, fractional)
-//	fixed_window:   T window start,       A count
+//	fixed_window:   T window start,       A count,         B previous window's count
 //	sliding_window: T window start,       A current count, B previous count
 //	sliding_log:    Log runs of accepted units, oldest first (see Run)
 //
@@ -202,9 +202,7 @@ type State struct {
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch mode {
 	case Force:
-		s, _ = decide(s, p, now, cost, Force)
-		_, r := decide(s, p, now, 0, Take)
-		return s, r
+		return Record(s, p, now, 0, cost)
 	case Count:
 		_, verdict := decide(s, p, now, cost, Take)
 		s, _ = decide(s, p, now, cost, Force)

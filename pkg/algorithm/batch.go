@@ -8,6 +8,10 @@ type Item struct {
 	Params Params
 	Cost   int64
 	Mode   Mode
+	// Age, for a Force item, is how long before now its hits were
+	// admitted, in µs: they are placed in the window that held them
+	// (Record).
+	Age int64
 	// Shadow items are decided and reported but never veto the request.
 	Shadow bool
 }
@@ -39,7 +43,11 @@ func DecideAll(items []Item, states []State, now int64, results []Result) bool {
 		if j := earlier(items, i); j >= 0 {
 			s = states[j]
 		}
-		states[i], results[i] = Decide(s, items[i].Params, now, items[i].Cost, items[i].Mode)
+		if items[i].Mode == Force {
+			states[i], results[i] = Record(s, items[i].Params, now, items[i].Age, items[i].Cost)
+		} else {
+			states[i], results[i] = Decide(s, items[i].Params, now, items[i].Cost, items[i].Mode)
+		}
 		if !results[i].Allowed && !items[i].Shadow && items[i].Mode == Take {
 			vetoed = true
 		}

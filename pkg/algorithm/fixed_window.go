@@ -14,13 +14,7 @@ func windowStart(now, window, origin int64) int64 {
 // fixedWindow keeps one counter per epoch-aligned window. It admits up to
 // twice the limit across a boundary; that is its documented flaw.
 func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	start := windowStart(now, p.Window, p.Origin)
-	var count int64
-	if s.Exists && s.T >= start {
-		// s.T > start only when the clock went back: keep the later
-		// window and its count rather than start afresh.
-		start, count = s.T, s.A
-	}
+	start, count, prev := fixedWindowAt(s, p, now)
 	n := need(cost)
 	allowed := count+n <= p.Limit
 	if allowed || mode == Force {
@@ -34,7 +28,50 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	if count > 0 {
 		r.ResetAfter = left
 	}
-	return State{Exists: true, T: start, A: count}, r
+	return State{Exists: true, T: start, A: count, B: prev}, r
+}
+
+// fixedWindowAt is s brought to now's window: its start, its count and
+// the previous window's (kept for records that arrive late, Record).
+func fixedWindowAt(s State, p Params, now int64) (start, count, prev int64) {
+	start = windowStart(now, p.Window, p.Origin)
+	switch {
+	case !s.Exists:
+	case s.T >= start:
+		// s.T > start only when the clock went back: keep the later
+		// window and its count rather than start afresh.
+		start, count, prev = s.T, s.A, s.B
+	case s.T == start-p.Window:
+		prev = s.A
+	}
+	return start, count, prev
+}
+
+// fixedWindowRecord places cost admitted at `at` (at most a window before
+// now) in the window that held it: the current one as a Force does, or
+// the previous one, which takes what fits below its limit and carries the
+// rest into the current window (within the debt cap).
+func fixedWindowRecord(s State, p Params, now, at, cost int64) State {
+	start, count, prev := fixedWindowAt(s, p, now)
+	if windowStart(at, p.Window, p.Origin) >= start {
+		s, _ = fixedWindow(s, p, now, cost, Force)
+		return s
+	}
+	// What takes the closed window over its limit; a window already in
+	// debt carries all of it.
+	over := min(cost, max(0, prev+cost-p.Limit))
+	prev = min(prev+cost, p.Limit)
+	count = max(count, min(count+over, p.Limit+maxDebt(twoLimits(p), p.Limit)))
+	return State{Exists: true, T: start, A: count, B: prev}
+}
+
+// fixedWindowKeep keeps a window's state through the next window, where a
+// record that arrives late still needs its count.
+func fixedWindowKeep(p Params, reset int64) int64 {
+	if reset > 0 {
+		return reset + p.Window
+	}
+	return reset
 }
 
 // fixedWindowRefund takes cost off the window a take at taken counted it

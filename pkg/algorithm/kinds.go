@@ -13,6 +13,14 @@ type spec struct {
 	// refund gives back what a Take of cost at taken (the `now` it was
 	// decided at) consumed (see Refund).
 	refund func(s State, p Params, taken, cost int64) State
+	// record forces cost admitted at `at`, a window ago at most, into s at
+	// now (see Record); nil: charged at now, as a Force (the buckets, whose
+	// refill since at the charge only makes conservative).
+	record func(s State, p Params, now, at, cost int64) State
+	// keep is how long a store keeps a state whose ResetAfter is reset:
+	// longer than reset where a late record still needs the state (see
+	// Keep); nil: reset.
+	keep func(p Params, reset int64) int64
 	// capacity is the most that any run of requests the algorithm admits
 	// can spend at once (see Capacity).
 	capacity func(p Params) int64
@@ -27,11 +35,45 @@ type spec struct {
 }
 
 var kinds = [numKinds]spec{
-	TokenBucket:   {"token_bucket", true, tokenBucket, tokenBucketRefund, burstSize, burstSize, stringStateBytes, refillTime, nil},
-	GCRA:          {"gcra", true, gcra, gcraRefund, burstSize, burstSize, stringStateBytes, refillTime, nil},
-	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, limitSize, limitSize, stringStateBytes, twoWindows, nil},
-	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
-	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
+	TokenBucket:   {"token_bucket", true, tokenBucket, tokenBucketRefund, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	GCRA:          {"gcra", true, gcra, gcraRefund, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, slidingWindowRecord, nil, limitSize, limitSize, stringStateBytes, twoWindows, nil},
+	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, fixedWindowRecord, fixedWindowKeep, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
+	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, slidingLogRecord, nil, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
+}
+
+// Record forces cost units that a local tier admitted age µs before now
+// into s, as Decide's Force does, but in the window that held their
+// admission: a hit admitted at t and recorded later counts against the
+// window (or, for the sliding window, the previous window) that held t,
+// and a record that arrives after that window closed is carried into the
+// current one only by the amount that takes the closed window over its
+// limit (what it could not have admitted). An age is clamped to [0,
+// Window]: a record never reaches back further than one window, and a
+// negative age (a caller's mistake) is taken as 0. The buckets charge at
+// now whatever the age, which only makes them stricter (the refill since
+// the admission would have absorbed part of it). The Result is Force's:
+// the key as the next request finds it at now. p must be valid.
+func Record(s State, p Params, now, age, cost int64) (State, Result) {
+	age = min(max(age, 0), p.Window)
+	if rec := kinds[p.Kind].record; rec != nil && age > 0 && cost > 0 {
+		s = rec(s, p, now, now-age, cost)
+	} else {
+		s, _ = decide(s, p, now, cost, Force)
+	}
+	_, r := decide(s, p, now, 0, Take)
+	return s, r
+}
+
+// Keep is how long a store must keep a state whose Result's ResetAfter is
+// reset: reset, except for fixed_window, whose count a record arriving in
+// the next window still needs (Record), so it is kept one window longer.
+// p must be valid.
+func Keep(p Params, reset int64) int64 {
+	if k := kinds[p.Kind].keep; k != nil {
+		return k(p, reset)
+	}
+	return reset
 }
 
 // Refund gives back to s what a Take of cost decided at taken consumed, for

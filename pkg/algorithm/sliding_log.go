@@ -66,6 +66,26 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	return State{Exists: count > 0, Log: log}, r
 }
 
+// slidingLogRecord places cost admitted at `at` (at most a window before
+// now) at its own time, or at the newest run's if that is later (a log's
+// times never decrease, and a later time only keeps the units longer),
+// within the log's cap as a Force.
+func slidingLogRecord(s State, p Params, now, at, cost int64) State {
+	log := s.Log
+	if k := len(log); k > 0 && log[k-1].T > now {
+		now = log[k-1].T // the clock went back, as in slidingLog
+	}
+	log = log[sort.Search(len(log), func(i int) bool { return log[i].T > now-p.Window }):]
+	place := max(at, now-p.Window+1)
+	if k := len(log); k > 0 {
+		place = max(place, log[k-1].T)
+	}
+	if add := min(cost, max(0, p.Limit+maxDebt(limitSize(p), p.Limit)-logUnits(log))); add > 0 {
+		log = appendRun(log, place, add)
+	}
+	return State{Exists: len(log) > 0, Log: log}
+}
+
 // logUnits is the units a log holds.
 func logUnits(log []Run) int64 {
 	if len(log) == 0 {

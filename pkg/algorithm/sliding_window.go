@@ -57,6 +57,33 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 	return State{Exists: true, T: start, A: curr, B: prev}, r
 }
 
+// slidingWindowRecord places cost admitted at `at` (at most a window
+// before now) in the window that held it: the current one as a Force
+// does, or the previous one, which takes what fits below its limit and
+// carries the rest into the current one (within its cap of Limit).
+func slidingWindowRecord(s State, p Params, now, at, cost int64) State {
+	start := windowStart(now, p.Window, p.Origin)
+	if windowStart(at, p.Window, p.Origin) >= start {
+		s, _ = slidingWindow(s, p, now, cost, Force)
+		return s
+	}
+	var curr, prev int64
+	if s.Exists {
+		switch {
+		case s.T >= start:
+			start, curr, prev = s.T, s.A, s.B
+		case s.T == start-p.Window:
+			prev = s.A
+		}
+	}
+	// What takes the closed window over its limit; a window already in
+	// debt carries all of it.
+	over := min(cost, max(0, prev+cost-p.Limit))
+	prev = max(prev, min(prev+cost, p.Limit))
+	curr += max(0, min(over, p.Limit-curr))
+	return State{Exists: true, T: start, A: curr, B: prev}
+}
+
 // slidingWindowRefund takes cost off the window a take at taken counted it
 // in: the current one, or the previous one if a window has turned since.
 func slidingWindowRefund(s State, p Params, taken, cost int64) State {

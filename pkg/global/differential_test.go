@@ -96,6 +96,11 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 				if rng.IntN(4) == 0 {
 					items[i].Cost = 1 << 32 // the largest a request carries
 				}
+				if rng.IntN(2) == 0 {
+					// Admitted a while ago (algorithm.Record), past a
+					// window and before now included.
+					items[i].Age = rng.Int64N(2*items[i].Params.Window+2) - 1
+				}
 			case 1, 2:
 				// The reference's counting: every hit counts.
 				items[i].Mode = algorithm.Count
@@ -177,6 +182,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 				switch rng.IntN(10) {
 				case 0:
 					items[i].Mode = algorithm.Force
+					items[i].Age = rng.Int64N(3 * sec) // admitted a while ago: algorithm.Record
 				case 1:
 					items[i].Mode = algorithm.Count
 				}

@@ -164,7 +164,7 @@ func (m *Memory) DecideAt(items []Item, out []Result, now int64) error {
 	}
 	for i := range items {
 		if algorithm.LastOfKey(items, i) {
-			m.store(&m.shards[idx[i]], entries[i], items[i].Key, states[i], out[i].ResetAfter, now)
+			m.store(&m.shards[idx[i]], entries[i], items[i].Key, states[i], algorithm.Keep(items[i].Params, out[i].ResetAfter), now)
 		}
 	}
 	return nil
@@ -176,8 +176,12 @@ func (m *Memory) decideOne(it *Item, out *Result, now int64) error {
 	defer s.mu.Unlock()
 	e := s.m[it.Key]
 	var st algorithm.State
-	st, *out = algorithm.Decide(stateOf(e, now), it.Params, now, it.Cost, it.Mode)
-	m.store(s, e, it.Key, st, out.ResetAfter, now)
+	if it.Mode == algorithm.Force {
+		st, *out = algorithm.Record(stateOf(e, now), it.Params, now, it.Age, it.Cost)
+	} else {
+		st, *out = algorithm.Decide(stateOf(e, now), it.Params, now, it.Cost, it.Mode)
+	}
+	m.store(s, e, it.Key, st, algorithm.Keep(it.Params, out.ResetAfter), now)
 	return nil
 }
 

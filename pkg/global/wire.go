@@ -14,7 +14,7 @@ import (
 // or parses text and Redis reads one argument per call, not six per item.
 const (
 	requestHeaderSize = 10 // now (float64; negative: the store's clock), items (uint16)
-	requestItemSize   = 42 // kind, flags (uint8); limit, window, burst, cost, origin (float64)
+	requestItemSize   = 50 // kind, flags (uint8); limit, window, burst, cost, origin, age (float64)
 	replyHeaderSize   = 8  // now (float64; -1: the request failed)
 	replyItemSize     = 25 // allowed (uint8); remaining, retry, reset (float64)
 )
@@ -44,7 +44,7 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 			flags |= flagShadow
 		}
 		b = append(b, byte(it.Params.Kind), flags)
-		for _, v := range [...]int64{it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, it.Params.Origin} {
+		for _, v := range [...]int64{it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, it.Params.Origin, it.Age} {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 		}
 	}

@@ -140,6 +140,11 @@ type DecideOptions struct {
 	// Demand, with Record, is the sidecar's demand per descriptor: each
 	// status then carries its allowance (Status.Allowance).
 	Demand *Demand
+	// Ages, with Record, are per descriptor how long before now (µs, on
+	// the sidecar's own clock) its newest hit was admitted: the store
+	// places the hits in the window that held them (algorithm.Record),
+	// at most a window back. Ignored unless there is one per descriptor.
+	Ages []int64
 }
 
 // Service is sluice's decision core. It is safe for concurrent use.
@@ -202,8 +207,15 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	}
 	d := s.plan(cfg, req, paths)
 	if o.Record {
+		ages := o.Ages
+		if len(ages) != req.Len() {
+			ages = nil
+		}
 		for i := range d.batch.Items {
 			d.batch.Items[i].Mode = algorithm.Force
+			if ages != nil {
+				d.batch.Items[i].Age = ages[d.batch.Descriptors[i]]
+			}
 		}
 	}
 	switch {

@@ -229,6 +229,7 @@ func (t *Tier) send(c []entry) error {
 	paths := make([]string, 0, len(c))
 	keys := make([]string, 0, len(c))
 	rates := make([]byte, 0, 8*len(c))
+	ages := make([]byte, 0, 8*len(c))
 	now := t.opts.Now()
 	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {
@@ -243,8 +244,11 @@ func (t *Tier) send(c []entry) error {
 		// Sent with hits to record, or demand to report.
 		if n > 0 || e.asked > 0 {
 			if len(descs) > 0 {
-				rates = append(rates, ',')
+				rates, ages = append(rates, ','), append(ages, ',')
 			}
+			// The newest hit's age: placed in its window by the store
+			// (algorithm.Record); the older ones of the batch with it.
+			ages = strconv.AppendInt(ages, max(0, at-e.last)/1000, 10)
 			rate := float64(e.asked) / (float64(t.allow.since(e.key, at, interval)) / 1e9)
 			rates = strconv.AppendFloat(rates, min(rate, share.MaxRate), 'g', 6, 64)
 			d := &ratelimitv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(n)}
@@ -262,9 +266,9 @@ func (t *Tier) send(c []entry) error {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	md := make([]string, 0, 8+2*len(paths))
+	md := make([]string, 0, 10+2*len(paths))
 	md = append(md, rls.SidecarKey, rls.SidecarRecord, rls.SidecarIDKey, t.id,
-		rls.IntervalKey, strconv.FormatInt(t.opts.FlushInterval.Microseconds(), 10), rls.DemandKey, string(rates))
+		rls.IntervalKey, strconv.FormatInt(t.opts.FlushInterval.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages))
 	for _, p := range paths {
 		md = append(md, rls.LimitPathKey, p)
 	}

@@ -49,14 +49,14 @@ func FuzzDemandReport(f *testing.F) {
 }
 
 // FuzzRecordMetadata drives a sidecar's record call, every piece of its
-// metadata from the fuzzer (limit paths, name, interval, demand), against
+// metadata from the fuzzer (limit paths, name, interval, demand, ages), against
 // a server that trusts the caller: never a panic or an error but
 // InvalidArgument, one allowance per descriptor, each -1 or within the
 // limit.
 func FuzzRecordMetadata(f *testing.F) {
-	f.Add("edge.remote_address", "", "s", "10000", "1000,5", uint64(3), "10.0.0.1")
-	f.Add("\x00\xff", "edge.api_key", strings.Repeat("i", 64), "1", "-0,1e9", uint64(1<<32), "")
-	f.Add("", "", "", "", "", uint64(0), "x")
+	f.Add("edge.remote_address", "", "s", "10000", "1000,5", uint64(3), "10.0.0.1", "2000000,0")
+	f.Add("\x00\xff", "edge.api_key", strings.Repeat("i", 64), "1", "-0,1e9", uint64(1<<32), "", "-1,99999999999999999999")
+	f.Add("", "", "", "", "", uint64(0), "x", "")
 	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(testConfig)})
 	if err != nil {
 		f.Fatal(err)
@@ -68,14 +68,14 @@ func FuzzRecordMetadata(f *testing.F) {
 		f.Fatal(err)
 	}
 	client := InProcess(NewService(core, trustAny(f)))
-	f.Fuzz(func(t *testing.T, path1, path2, id, interval, rates string, hits uint64, value string) {
+	f.Fuzz(func(t *testing.T, path1, path2, id, interval, rates string, hits uint64, value, ages string) {
 		req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 			{Entries: desc("remote_address", value).Entries, HitsAddend: wrapperspb.UInt64(hits)},
 			{Entries: desc("api_key", value).Entries, HitsAddend: wrapperspb.UInt64(hits / 2)},
 		}}
 		ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{
 			SidecarKey: {SidecarRecord}, LimitPathKey: {path1, path2},
-			SidecarIDKey: {id}, IntervalKey: {interval}, DemandKey: {rates},
+			SidecarIDKey: {id}, IntervalKey: {interval}, DemandKey: {rates}, AgeKey: {ages},
 		})
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

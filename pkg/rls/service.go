@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/peerauth"
@@ -115,6 +116,12 @@ const (
 	// descriptor, the units the sidecar may admit for the key until it
 	// reports again, or -1 for no allowance (decide as usual).
 	AllowanceKey = "x-sluice-allowance"
+	// AgeKey is request metadata a sidecar sends with recorded hits: per
+	// descriptor, in order, how long before the call its newest hit was
+	// admitted, in µs of its own monotonic clock, comma-separated
+	// (limiter.DecideOptions.Ages). A server that does not know it charges
+	// the hits at its own now, as before.
+	AgeKey = "x-sluice-hit-age-us"
 	// RetryAfterKey is the response header metadata answering a sidecar:
 	// per descriptor, the µs until a retry can succeed (0 when admitted or
 	// unlimited), comma-separated, so its flag cache can hold each key for
@@ -139,6 +146,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	o := limiter.DecideOptions{Record: sidecar == SidecarRecord, Content: sidecar == ""}
 	if o.Record {
 		o.Paths = metadata.ValueFromIncomingContext(ctx, LimitPathKey)
+		o.Ages = agesOf(ctx, len(req.GetDescriptors()))
 		if o.Demand = demandOf(ctx, len(req.GetDescriptors())); o.Demand != nil {
 			o.Demand.Peer = proxy
 		}
@@ -226,6 +234,31 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 	}
 	return d
 }
+
+// agesOf reads the ages of a sidecar's recorded hits (AgeKey) for n
+// descriptors: nil when there are none, or they do not parse or pass
+// algorithm.MaxWindow (the hits are recorded all the same, at now).
+func agesOf(ctx context.Context, n int) []int64 {
+	v := metadata.ValueFromIncomingContext(ctx, AgeKey)
+	if len(v) != 1 || n == 0 || len(v[0]) > n*maxAgeText {
+		return nil
+	}
+	ages := make([]int64, 0, n)
+	for f := range strings.SplitSeq(v[0], ",") {
+		a, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || a < 0 || a > algorithm.MaxWindow || len(ages) == n {
+			return nil
+		}
+		ages = append(ages, a)
+	}
+	if len(ages) != n {
+		return nil
+	}
+	return ages
+}
+
+// maxAgeText bounds one age's text in AgeKey.
+const maxAgeText = 20
 
 // maxRateText bounds one rate's text in DemandKey.
 const maxRateText = 32

@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/share"
@@ -128,5 +129,46 @@ func TestSidecarDemandHostile(t *testing.T) {
 				t.Errorf("report %q: allowance %q; want none (-1) or within the limit of 3", md, v)
 			}
 		}
+	}
+}
+
+// TestSidecarRecordAged: hits recorded with their age land in the window
+// that held them: a fixed window that closed with room takes them, and
+// only what it could not have admitted is carried into the current one. A
+// record without ages, or with ages that do not parse, is charged now.
+func TestSidecarRecordAged(t *testing.T) {
+	for _, c := range []struct {
+		name, ages string
+		left       uint32
+	}{
+		{"aged into the closed window", "2000000", 1}, // 2 + 3 over 3: 2 carried
+		{"no ages: charged now", "", 0},
+		{"ages that do not parse: charged now", "x", 0},
+		{"an age past any window: charged now", "9999999999999999999", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := start(t, limiter.Options{}, trustAny(t))
+			minute := int64(60_000_000)
+			h.store.now.Store(1_780_000_020*1_000_000 - 1_780_000_020*1_000_000%minute + 1_000_000) // a second into a minute
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "aged")}}
+			h.call(t, req)
+			h.call(t, req) // 2 of 3 in this minute
+			h.store.now.Add(minute)
+			kv := []string{SidecarKey, SidecarRecord}
+			if c.ages != "" {
+				kv = append(kv, AgeKey, c.ages)
+			}
+			ctx := metadata.AppendToOutgoingContext(context.Background(), kv...)
+			rec := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3, Descriptors: req.Descriptors}
+			if _, err := h.client.ShouldRateLimit(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			check := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+				Entries: req.Descriptors[0].Entries, HitsAddend: wrapperspb.UInt64(0),
+			}}}
+			if got := h.call(t, check).Statuses[0].LimitRemaining; got != c.left {
+				t.Errorf("after recording 3 hits admitted 2 s ago, a second into the next minute: %d left; want %d", got, c.left)
+			}
+		})
 	}
 }

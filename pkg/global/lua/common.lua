@@ -107,13 +107,14 @@ local function load_state(item, st)
 end
 
 local function store_state(item, st, reset)
+  local a = algorithm_of(item.kind)
+  if a.keep then reset = a.keep(item, reset) end -- algorithm.Keep
   if reset <= 0 then
     redis.call('DEL', item.key)
     values[item.key] = false
     return
   end
   local ttl = math.ceil(reset / 1000) -- µs to ms, rounded up
-  local a = algorithm_of(item.kind)
   if a.store then return a.store(item, st, ttl) end
   local v = encode(a, st)
   redis.call('PSETEX', item.key, ttl, v)
@@ -133,7 +134,14 @@ local function decide(st, p, now, cost, force, count)
       local _, v = a.decide(st, p, now, cost, false)
       verdict = v.allowed
     end
-    st = a.decide(st, p, now, cost, true)
+    -- A record of hits admitted age µs ago goes in the window that held
+    -- them (algorithm.Record): the age within [0, window].
+    local age = math.min(math.max(p.age or 0, 0), p.window)
+    if force and a.record and age > 0 and cost > 0 then
+      st = a.record(st, p, now, now - age, cost)
+    else
+      st = a.decide(st, p, now, cost, true)
+    end
     local _, r = a.decide(st, p, now, 0, false)
     if count then
       r.allowed = verdict

@@ -14,13 +14,14 @@
 --           the ALGORITHMS table), flags (B: 1 force, consume even when it
 --           does not fit; 2 shadow; 4 count, consume and judge as a take),
 --           limit, window µs, burst, cost, origin µs (d: where windows
---           start, pkg/algorithm.Params.Origin)
+--           start, pkg/algorithm.Params.Origin), age µs (d: a force's
+--           hits were admitted that long ago, algorithm.Record)
 -- Returns one string: per request now (d; -1 when its decision failed,
 -- the error in Redis's log), then per item REPLY: allowed (B), remaining,
 -- retry µs, reset µs (d).
 
 local HEADER, HEADER_SIZE = '<dH', 10
-local ITEM, ITEM_SIZE = '<BBddddd', 42
+local ITEM, ITEM_SIZE = '<BBdddddd', 50
 local REPLY = '<Bddd'
 local blob = ARGV[1]
 
@@ -42,14 +43,14 @@ local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
 
 local function decide_request(k, pos, n, now, out)
   for i = 1, n do
-    local kind, flags, limit, window, burst, cost, origin = struct.unpack(ITEM, blob, pos)
+    local kind, flags, limit, window, burst, cost, origin, age = struct.unpack(ITEM, blob, pos)
     pos = pos + ITEM_SIZE
     local it = items[i]
     if not it then
       it = {}
       items[i] = it
     end
-    it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin = KEYS[k + i - 1], kind, limit, window, burst, cost, origin
+    it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin, it.age = KEYS[k + i - 1], kind, limit, window, burst, cost, origin, age
     it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
   end
 

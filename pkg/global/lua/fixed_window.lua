@@ -1,10 +1,25 @@
 -- sluice: fixed window counter, mirroring pkg/algorithm/fixed_window.go.
-local fixed_window = { fields = { 't', 'a' } }
+-- b is the previous window's count, kept for records that arrive late; a
+-- state stored before it was kept has none, read as a full window (a late
+-- record then carries all its hits into the current window, as before).
+local fixed_window = { fields = { 't', 'a', 'b' } }
+
+-- at: the state brought to now's window (fixedWindowAt).
+local function at(st, p, now)
+  local start = window_start(now, p.window, p.origin)
+  local count, prev = 0, 0
+  if st.exists then
+    if st.t >= start then
+      start, count, prev = st.t, st.a, st.b or p.limit
+    elseif st.t == start - p.window then
+      prev = st.a
+    end
+  end
+  return start, count, prev
+end
 
 function fixed_window.decide(st, p, now, cost, force)
-  local start = window_start(now, p.window, p.origin)
-  local count = 0
-  if st.exists and st.t >= start then start, count = st.t, st.a end
+  local start, count, prev = at(st, p, now)
   local n = need(cost)
   local allowed = count + n <= p.limit
   -- debt: limit past the limit (algorithm.maxDebt; see algorithm.Decide)
@@ -13,7 +28,26 @@ function fixed_window.decide(st, p, now, cost, force)
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
   if not allowed then r.retry = left end
   if count > 0 then r.reset = left end
-  return { exists = true, t = start, a = count, b = 0 }, r
+  return { exists = true, t = start, a = count, b = prev }, r
+end
+
+-- fixedWindowRecord: in the window that held at; the previous window takes
+-- what fits below its limit and carries the rest into the current one.
+function fixed_window.record(st, p, now, t, cost)
+  local start, count, prev = at(st, p, now)
+  if window_start(t, p.window, p.origin) >= start then
+    return (fixed_window.decide(st, p, now, cost, true))
+  end
+  local over = math.min(cost, math.max(0, prev + cost - p.limit))
+  prev = math.min(prev + cost, p.limit)
+  count = math.max(count, math.min(count + over, 2 * p.limit))
+  return { exists = true, t = start, a = count, b = prev }
+end
+
+-- fixedWindowKeep: a window's state is kept through the next window.
+function fixed_window.keep(p, reset)
+  if reset > 0 then return reset + p.window end
+  return reset
 end
 
 -- refund: only the refund script includes what follows.

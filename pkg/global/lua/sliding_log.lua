@@ -6,9 +6,11 @@
 -- cost grows with log(runs), not with the limit or the cost.
 --
 -- In a script the state is the stored list (len runs, the live ones from
--- index first) plus tail: a run this request appended (tail_new) or the
--- stored newest run grown by it. A key decided twice in one request sees
--- both, and is stored with one LTRIM and one RPUSH or LSET.
+-- index first) plus what this request changed: grow, the stored newest run
+-- grown by it, and new, the runs it appended (one per time: a record
+-- placed in the past can append at another time than the request's now).
+-- A key decided twice in one request sees both, and is stored with one
+-- LTRIM, an LSET and an RPUSH per new run.
 
 local sliding_log = {}
 
@@ -21,12 +23,12 @@ local function parse_run(v)
 end
 
 local function log_end(st)
-  if st.tail and st.tail_new then return st.len + 1 end
-  return st.len
+  return st.len + #st.new
 end
 
 local function run_at(st, i) -- i-th run, 1-based
-  if st.tail and i == log_end(st) then return st.tail end
+  if i > st.len then return st.new[i - st.len] end
+  if st.grow and i == st.len then return st.grow end
   local r = st.runs[i]
   if not r then
     r = parse_run(redis.call('LINDEX', st.key, i - 1))
@@ -54,7 +56,7 @@ local function log_units(st)
 end
 
 function sliding_log.load(item)
-  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, tail = nil, tail_new = false }
+  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, grow = nil, new = {} }
   if st.len > 0 and not parse_run(redis.call('LINDEX', item.key, -1)) then
     -- A log in the format before runs (one time per entry): dropped, it
     -- would have expired within one window.
@@ -71,37 +73,36 @@ end
 
 function sliding_log.store(item, st, ttl)
   if st.first > 1 then redis.call('LTRIM', item.key, st.first - 1, -1) end
-  if st.tail then
-    local v = num(st.tail.t) .. ' ' .. num(st.tail.n) .. ' ' .. num(st.tail.total)
-    if st.tail_new then
-      redis.call('RPUSH', item.key, v)
-    else
-      redis.call('LSET', item.key, -1, v)
-    end
-  end
+  local function text(r) return num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
+  if st.grow and st.first <= st.len then redis.call('LSET', item.key, -1, text(st.grow)) end
+  for _, r in ipairs(st.new) do redis.call('RPUSH', item.key, text(r)) end
   redis.call('PEXPIRE', item.key, ttl)
 end
 
--- append_run adds n units at t, the log's newest time (appendRun).
+-- append_run adds n units at t, the log's newest time or later (appendRun).
 local function append_run(st, t, n)
   local last = log_end(st)
   if last >= st.first and run_at(st, last).t == t then
     local r = run_at(st, last)
-    st.tail = { t = t, n = r.n + n, total = r.total + n }
+    local grown = { t = t, n = r.n + n, total = r.total + n }
+    if last > st.len then st.new[last - st.len] = grown else st.grow = grown end
     return
-  end
-  if st.tail then
-    -- Appends at two different times within one request cannot happen:
-    -- now is the same for every item, only raised to the newest hit.
-    error('sliding_log: two append times in one request')
   end
   local total = 0
   if last >= st.first then total = run_at(st, last).total end
-  st.tail, st.tail_new = { t = t, n = n, total = total + n }, true
+  st.new[#st.new + 1] = { t = t, n = n, total = total + n }
+end
+
+-- copy is a state to change without changing st (states decided from one
+-- another share their stored runs, not what a request changed).
+local function copy(st)
+  local new = {}
+  for i, r in ipairs(st.new) do new[i] = r end
+  return { key = st.key, len = st.len, first = st.first, runs = st.runs, grow = st.grow, new = new }
 end
 
 function sliding_log.decide(st, p, now, cost, force)
-  local nst = { key = st.key, len = st.len, first = st.first, runs = st.runs, tail = st.tail, tail_new = st.tail_new }
+  local nst = copy(st)
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
   nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
@@ -133,6 +134,21 @@ function sliding_log.decide(st, p, now, cost, force)
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
   if count > 0 then r.reset = run_at(nst, log_end(nst)).t + p.window - now end
   return nst, r
+end
+
+-- slidingLogRecord: units admitted at `at` placed at their own time, or at
+-- the newest run's if later, within the log's cap as a force.
+function sliding_log.record(st, p, now, at, cost)
+  local nst = copy(st)
+  local last = log_end(nst)
+  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
+  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
+  local place = math.max(at, now - p.window + 1)
+  if last >= nst.first then place = math.max(place, run_at(nst, last).t) end
+  local add = math.min(cost, math.max(0, 2 * p.limit - log_units(nst)))
+  if add > 0 then append_run(nst, place, add) end
+  nst.exists = log_units(nst) > 0
+  return nst
 end
 
 -- refund: only the refund script includes what follows.

@@ -43,6 +43,27 @@ function sliding_window.decide(st, p, now, cost, force)
   return { exists = true, t = start, a = curr, b = prev }, r
 end
 
+-- slidingWindowRecord: in the window that held t; the previous window takes
+-- what fits below its limit and carries the rest into the current one.
+function sliding_window.record(st, p, now, t, cost)
+  local start = window_start(now, p.window, p.origin)
+  if window_start(t, p.window, p.origin) >= start then
+    return (sliding_window.decide(st, p, now, cost, true))
+  end
+  local curr, prev = 0, 0
+  if st.exists then
+    if st.t >= start then
+      start, curr, prev = st.t, st.a, st.b
+    elseif st.t == start - p.window then
+      prev = st.a
+    end
+  end
+  local over = math.min(cost, math.max(0, prev + cost - p.limit))
+  prev = math.max(prev, math.min(prev + cost, p.limit))
+  curr = curr + math.max(0, math.min(over, p.limit - curr))
+  return { exists = true, t = start, a = curr, b = prev }
+end
+
 -- refund: only the refund script includes what follows.
 
 -- slidingWindowRefund: off the current window, or the previous one if a
