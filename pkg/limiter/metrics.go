@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"code"}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tier_decisions_total",
-			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, shed (in memory at -local-share: the store had not answered near the caller's deadline, this process being behind), failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, global, fallback.",
+			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, shed (in memory at -local-share: the store had not answered near the caller's deadline, this process being behind), failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, allowance (async: its share of a tight key spent), global, slow (sync: the upstream answers, but not this call in time; decided within the sidecar's allowance and recorded), fallback (the upstream is gone).",
 		}, []string{"tier", "result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",

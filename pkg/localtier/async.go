@@ -179,10 +179,15 @@ func (t *Tier) flush(buf []entry) []entry {
 	wg.Wait()
 	t.m.flush.Observe(time.Since(start).Seconds())
 	t.lastFlush.set(start, time.Since(start), len(buf), failed.Load())
-	if failed.Load() {
-		t.br.Failure(probe, failure.Load().(error))
-	} else {
+	switch {
+	case !failed.Load():
 		t.br.Success(probe)
+	case t.answering(failure.Load().(error)):
+		// Timed out while the upstream answers other calls: slow, not
+		// gone. The hits are pending again for the next flush.
+		t.br.Release(probe)
+	default:
+		t.br.Failure(probe, failure.Load().(error))
 	}
 	return buf
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/flagcache"
@@ -119,6 +121,9 @@ type Tier struct {
 	base time.Time
 	// lastFlush is the last flush that sent hits, for Status.
 	lastFlush flushed
+	// lastAnswer is when (ns since base) the upstream last answered a
+	// call: a timeout while it answers others is slowness (answering).
+	lastAnswer atomic.Int64
 	// refused is why the upstream last refused a record call, nil while
 	// it accepts them (Refused); refusedLog samples the error logged.
 	refused    atomic.Pointer[string]
@@ -181,6 +186,7 @@ func New(opts Options) (*Tier, error) {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
 	}
+	t.lastAnswer.Store(-int64(slowWindow) - 1) // none yet
 	t.m = newMetrics(opts.Registerer, t)
 	// The sidecar's breaker settings: a short window (100 ms) and a
 	// single call enough to judge by, so that a sidecar that sees its
@@ -245,7 +251,8 @@ const (
 	tierLocal     = "local_bucket"
 	tierAllowance = "allowance"
 	tierGlobal    = "global"
-	tierFallback  = "fallback"
+	tierSlow      = "slow"     // sync: the upstream answers, but not this call in time
+	tierFallback  = "fallback" // the upstream is gone
 )
 
 // Decide implements limiter.Decider.
@@ -279,12 +286,13 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	if !ok {
 		t.br.Release(probe)
 		b.Tier = tierLocal
+		t.record(b, now, false) // the demand the upstream hears of (pkg/share)
 		return nil
 	}
 	if err := t.syncDecide(ctx, b); err != nil {
-		t.returnLocal(b, share, now, set)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// The caller went away: not the upstream's fault.
+			t.returnLocal(b, share, now, set)
 			t.br.Release(probe)
 			return ctx.Err()
 		}
@@ -293,6 +301,13 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 		// deadline has passed meanwhile (a busy machine): a caller that
 		// timed out admitted the request itself (Envoy fails open), so the
 		// local answer counts what passed either way.
+		if t.answering(err) {
+			// The upstream answers other calls: it is slow, not gone.
+			t.br.Release(probe)
+			t.slow(b, share, now, set)
+			return nil
+		}
+		t.returnLocal(b, share, now, set)
 		t.br.Failure(probe, err)
 		t.fallback(b, now)
 		return nil
@@ -305,7 +320,44 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 		// holds fewer tokens than the global one.
 		t.returnLocal(b, share, now, set)
 	}
+	// The upstream counted the hits; the demand goes with the next flush,
+	// whose answer gives allowances on tight keys for slow moments.
+	t.record(b, now, false)
 	return nil
+}
+
+// slowWindow is how recently the upstream must have answered some call for
+// a call that timed out to count as the upstream being slow rather than
+// gone: a call's timeout is tens of milliseconds, and an upstream that
+// answered nothing for this long is frozen or cut off.
+const slowWindow = 250 * time.Millisecond
+
+// answering reports whether err, a failed upstream call's, is a timeout of
+// an upstream that answers other calls: slow (this machine or the
+// upstream's busy), not gone. Such calls do not count against the
+// upstream's breaker.
+func (t *Tier) answering(err error) bool {
+	if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return t.opts.Now().Sub(t.base).Nanoseconds()-t.lastAnswer.Load() <= int64(slowWindow)
+}
+
+// slow decides b, which passed the local buckets (set), without the
+// upstream's answer that came too late: on a key the upstream found tight,
+// within this sidecar's allowance (its share of what the limit had left,
+// pkg/share), elsewhere as the local bucket did; the hits admitted are
+// recorded with the next flush, in the window they were admitted in.
+func (t *Tier) slow(b *limiter.Batch, share float64, now time.Time, set took) {
+	b.Degraded, b.Tier = true, tierSlow
+	var short took
+	if !t.allow.take(b, now.Sub(t.base).Nanoseconds(), &short) {
+		t.returnLocal(b, share, now, set)
+		t.refuse(b, short)
+		t.record(b, now, false)
+		return
+	}
+	t.record(b, now, true)
 }
 
 // fallback decides b locally at the fallback share, without the upstream.

@@ -67,11 +67,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}),
 	}
 	m.upstreamUp.Set(1)
-	kinds := []string{rls.SidecarSync} // an async tier's probes too
-	if t.opts.Mode == Async {
-		kinds = append(kinds, rls.SidecarRecord)
-	}
-	for _, kind := range kinds {
+	// Both kinds in both modes: a sync tier's probes are sync calls, and
+	// its flushes records (the demand it reports, the hits it decided
+	// while the upstream was slow or away).
+	for _, kind := range []string{rls.SidecarSync, rls.SidecarRecord} {
 		for _, result := range []string{"ok", "error"} { // 0 until one happens, not absent
 			m.upstreamCalls.WithLabelValues(kind, result)
 		}

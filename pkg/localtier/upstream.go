@@ -57,6 +57,8 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	result := "ok"
 	if err != nil {
 		result = "error"
+	} else {
+		t.lastAnswer.Store(t.opts.Now().Sub(t.base).Nanoseconds())
 	}
 	t.m.upstreamCalls.WithLabelValues(kind, result).Inc()
 	return resp, md, err
