@@ -342,7 +342,7 @@ func waitForWindow(t *testing.T, w, need time.Duration) {
 }
 
 // fixedWindowCounts returns the counts of every fixed_window state in Redis
-// ("start count"), sorted.
+// ("start count previous"), sorted.
 func fixedWindowCounts(t *testing.T, c *redis.Client) []int {
 	t.Helper()
 	ctx := context.Background()
@@ -353,9 +353,12 @@ func fixedWindowCounts(t *testing.T, c *redis.Client) []int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := strings.Fields(v)
-		n, err := strconv.Atoi(f[len(f)-1])
-		if len(f) != 2 || err != nil {
+		f := strings.Fields(v) // window start, count, the previous window's count
+		if len(f) != 3 {
+			t.Fatalf("%s = %q: not a fixed_window state", iter.Val(), v)
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
 			t.Fatalf("%s = %q: not a fixed_window state", iter.Val(), v)
 		}
 		counts = append(counts, n)

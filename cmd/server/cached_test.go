@@ -99,7 +99,7 @@ func windowCounts(t *testing.T, rdb *redistest.Server) int {
 	for _, k := range keys {
 		v, err := c.Get(ctx, k).Result()
 		f := strings.Fields(v)
-		if err != nil || len(f) != 2 {
+		if err != nil || len(f) != 3 { // window start, count, the previous window's count
 			t.Fatalf("%s = %q, %v: not a fixed_window state", k, v, err)
 		}
 		c, err := strconv.Atoi(f[1])

@@ -188,24 +188,25 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A store's server hands the async tiers that record to it their
+	// allowances: sidecars', or in cached mode its own tier's.
+	var shares *share.Tracker
+	if o.Decider == nil {
+		if shares, err = share.New(share.Options{MaxBytes: o.ShareBytes}); err != nil {
+			return nil, err
+		}
+	}
 	if o.Tier != nil {
 		// The store as a service of its own: no flag cache (the tier's
 		// answers fill the front's) and no request metrics (the front
 		// counts each request once; the store's own metrics are kept).
 		store, err := limiter.New(limiter.Options{
-			Config: s.config.Current, Decider: decider, KeyPrefix: o.KeyPrefix, Logger: o.Logger,
+			Config: s.config.Current, Decider: decider, KeyPrefix: o.KeyPrefix, Logger: o.Logger, Shares: shares,
 		})
 		if err != nil {
 			return nil, err
 		}
 		if decider, err = o.Tier(s.flags, InProcess(NewService(store))); err != nil {
-			return nil, err
-		}
-	}
-	// A store's server hands async sidecars their allowances.
-	var shares *share.Tracker
-	if o.Decider == nil && o.Tier == nil {
-		if shares, err = share.New(share.Options{MaxBytes: o.ShareBytes}); err != nil {
 			return nil, err
 		}
 	}
@@ -217,7 +218,7 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	s.top = topkeys.New(topkeys.Options{MaxBytes: o.TopKeysBytes})
 	core, err := limiter.New(limiter.Options{
 		Config: s.config.Current, Decider: decider, Cache: s.flags, KeyPrefix: o.KeyPrefix,
-		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, Shares: shares,
+		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: metrics, Shares: frontShares(o, shares),
 		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting, TopKeys: s.top,
 	})
 	if err != nil {
@@ -285,6 +286,16 @@ func (s *Server) decider(o ServerOptions, metrics *limiter.Metrics) (limiter.Dec
 		Breaker: o.Breaker, Logger: o.Logger, Metrics: sm,
 	})
 	return s.store, err
+}
+
+// frontShares is the tracker the front service allots from: none in
+// cached mode, whose tier records to the store in process (and is allotted
+// there).
+func frontShares(o ServerOptions, shares *share.Tracker) *share.Tracker {
+	if o.Tier != nil {
+		return nil
+	}
+	return shares
 }
 
 // sweep drops, once a second until ctx is done, what no request needs
