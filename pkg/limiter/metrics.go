@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, error.",
+			Help: "ShouldRateLimit requests by outcome: ok, over_limit, invalid, late (a sidecar's call the store did not answer in time: the sidecar decides it), error.",
 		}, []string{"code"}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tier_decisions_total",
@@ -145,7 +145,7 @@ func (m *StoreMetrics) failureModeDecision(mode FailureMode) {
 
 // RequestCodes are the outcomes sluice_requests_total counts, in the
 // order RequestTotals reads them.
-func RequestCodes() []string { return []string{"ok", "over_limit", "invalid", "error"} }
+func RequestCodes() []string { return []string{"ok", "over_limit", "invalid", "late", "error"} }
 
 // RequestTotals reads sluice_requests_total for each of RequestCodes:
 // what a page charting requests by result samples.

@@ -54,6 +54,11 @@ type Batch struct {
 	// Tier names what decided, for sluice_tier_decisions_total: set by the
 	// Decider; empty means TierStore.
 	Tier string
+	// Exact asks for the store's answer or none: a caller that decides
+	// locally itself when the store is late (a sidecar: its sync call, its
+	// recorded hits) gets ErrLate rather than an answer decided in this
+	// process's memory, which the store would never count.
+	Exact bool
 }
 
 // Tiers the Service itself reports in sluice_tier_decisions_total.
@@ -68,6 +73,10 @@ const (
 // ErrUnavailable says the decision could not be made and the caller
 // (Envoy, through its failure_mode_deny) should decide.
 var ErrUnavailable = errors.New("rate limit store unavailable")
+
+// ErrLate says the store had not answered by the caller's deadline (an
+// Exact batch): not a failure of the store, and no decision was made.
+var ErrLate = errors.New("rate limit store did not answer in time")
 
 // ErrNoConfig says no descriptor config is loaded yet.
 var ErrNoConfig = errors.New("no descriptor config loaded")
@@ -206,6 +215,7 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 		paths = nil
 	}
 	d := s.plan(cfg, req, paths)
+	d.store.Exact = !o.Content // a sidecar's
 	if o.Record {
 		ages := o.Ages
 		if len(ages) != req.Len() {
@@ -255,6 +265,8 @@ func (s *Service) count(a *Answer, err error, tier string) {
 	case err == nil:
 	case isInvalid(err):
 		code = "invalid"
+	case errors.Is(err, ErrLate):
+		code = "late"
 	default:
 		code = "error"
 	}

@@ -240,8 +240,11 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 }
 
 // shed decides b in memory at the local share: the store did not answer in
-// time, and did not fail.
+// time, and did not fail. An Exact batch is not decided: ErrLate.
 func (d *StoreDecider) shed(ctx context.Context, b *Batch) error {
+	if b.Exact {
+		return ErrLate
+	}
 	b.Degraded, b.Tier = true, TierShed
 	return d.decideLocally(ctx, b)
 }

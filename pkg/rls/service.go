@@ -290,6 +290,8 @@ func grpcError(err error) error {
 	switch {
 	case errors.As(err, &bad):
 		return status.Error(codes.InvalidArgument, bad.Error())
+	case errors.Is(err, limiter.ErrLate):
+		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, limiter.ErrUnavailable), errors.Is(err, limiter.ErrNoConfig):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
