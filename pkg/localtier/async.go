@@ -15,8 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/share"
@@ -44,17 +42,7 @@ func (t *Tier) record(b *limiter.Batch, now time.Time, admitted bool) {
 		if admitted {
 			n = uint64(it.Cost)
 		}
-		t.pend(it.Key, n, uint64(it.Cost), at, at, func() hits {
-			req, d := b.Request, b.Descriptors[i]
-			h := hits{domain: b.Request.Domain(), path: b.Paths[b.Descriptors[i]], memory: 1000 * algorithm.Remembers(it.Params)}
-			h.override, h.overridden = req.Override(d)
-			h.entries = make([]config.Entry, req.Entries(d))
-			for j := range h.entries {
-				k, v := req.Entry(d, j)
-				h.entries[j] = config.Entry{Key: k, Value: limiter.EntryValue(v)}
-			}
-			return h
-		})
+		t.pend(it.Key, n, uint64(it.Cost), at, at, func() hits { return describe(b, i) })
 	}
 }
 
@@ -278,7 +266,7 @@ func (t *Tier) send(c []entry) error {
 		md = append(md, rls.LimitPathKey, p)
 	}
 	ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
-	resp, rmd, err := t.call(ctx, &rlsv3.RateLimitRequest{Domain: c[0].domain, Descriptors: descs}, rls.SidecarRecord)
+	resp, rmd, err := t.call(ctx, &rlsv3.RateLimitRequest{Domain: c[0].domain, Descriptors: descs}, rls.SidecarRecord, t.callTimeout(ctx, rls.SidecarRecord))
 	if err != nil {
 		return err
 	}
@@ -352,7 +340,7 @@ func (t *Tier) Refused() string {
 // are waiting to be it: a request with no descriptors, which the upstream
 // answers without a store call.
 func (t *Tier) probe() {
-	if _, _, err := t.call(context.Background(), &rlsv3.RateLimitRequest{Domain: probeDomain}, rls.SidecarSync); err != nil {
+	if _, _, err := t.call(context.Background(), &rlsv3.RateLimitRequest{Domain: probeDomain}, rls.SidecarSync, t.opts.Timeout); err != nil {
 		t.br.Failure(true, err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localbucket"
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // Mode is how the global limit is applied.
@@ -121,6 +123,10 @@ type Tier struct {
 	base time.Time
 	// lastFlush is the last flush that sent hits, for Status.
 	lastFlush flushed
+	// late holds a slot per sync call awaited after its caller was
+	// answered (maxLate); lateWG waits for them on Close.
+	late   chan struct{}
+	lateWG sync.WaitGroup
 	// lastAnswer is when (ns since base) the upstream last answered a
 	// call: a timeout while it answers others is slowness (answering).
 	lastAnswer atomic.Int64
@@ -185,8 +191,10 @@ func New(opts Options) (*Tier, error) {
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
+		late:       make(chan struct{}, maxLate),
 	}
-	t.lastAnswer.Store(-int64(slowWindow) - 1) // none yet
+	// As if answered at the start: the first calls wait for a connection.
+	t.lastAnswer.Store(0)
 	t.m = newMetrics(opts.Registerer, t)
 	// The sidecar's breaker settings: a short window (100 ms) and a
 	// single call enough to judge by, so that a sidecar that sees its
@@ -237,6 +245,7 @@ func errString(err error) string {
 // Close stops the flusher after a last flush of the hits admitted and not
 // yet recorded. It is safe to call more than once.
 func (t *Tier) Close() error {
+	t.lateWG.Wait() // the hits of late answers pending first (lateTimeout at most)
 	select {
 	case <-t.stop:
 	default:
@@ -289,29 +298,49 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 		t.record(b, now, false) // the demand the upstream hears of (pkg/share)
 		return nil
 	}
-	if err := t.syncDecide(ctx, b); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			// The caller went away: not the upstream's fault.
-			t.returnLocal(b, share, now, set)
-			t.br.Release(probe)
-			return ctx.Err()
-		}
-		// No answer in time (the call's deadline is within the caller's, see
-		// call) or a failed call. Answer locally even if the caller's
-		// deadline has passed meanwhile (a busy machine): a caller that
-		// timed out admitted the request itself (Envoy fails open), so the
-		// local answer counts what passed either way.
-		if t.answering(err) {
+	c := t.startSync(request(b))
+	wait := time.NewTimer(t.callTimeout(ctx, rls.SidecarSync))
+	defer wait.Stop()
+	select {
+	case <-c.done:
+		c.stop()
+	case <-ctx.Done():
+		// The caller went away: not the upstream's fault.
+		c.stop()
+		t.returnLocal(b, share, now, set)
+		t.br.Release(probe)
+		return ctx.Err()
+	case <-wait.C:
+		// No answer in time (the call's bound is within the caller's
+		// deadline): answer locally, even if the caller's deadline has
+		// passed meanwhile (a busy machine): a caller that timed out
+		// admitted the request itself (Envoy fails open), so the local
+		// answer counts what passed either way.
+		if t.answering(context.DeadlineExceeded) {
 			// The upstream answers other calls: it is slow, not gone.
 			t.br.Release(probe)
-			t.slow(b, share, now, set)
+			t.slow(b, share, now, set, c)
+			return nil
+		}
+		c.stop()
+		<-c.done
+		c.err = context.DeadlineExceeded
+	}
+	if c.err == nil && len(c.resp.GetStatuses()) != len(b.Items) {
+		c.err = fmt.Errorf("upstream answered %d statuses for %d descriptors", len(c.resp.GetStatuses()), len(b.Items))
+	}
+	if c.err != nil {
+		if t.answering(c.err) {
+			t.br.Release(probe)
+			t.slow(b, share, now, set, nil)
 			return nil
 		}
 		t.returnLocal(b, share, now, set)
-		t.br.Failure(probe, err)
+		t.br.Failure(probe, c.err)
 		t.fallback(b, now)
 		return nil
 	}
+	apply(b, c.resp, c.md)
 	t.br.Success(probe)
 	b.Tier = tierGlobal
 	if !admitted(b) {
@@ -328,9 +357,15 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 
 // slowWindow is how recently the upstream must have answered some call for
 // a call that timed out to count as the upstream being slow rather than
-// gone: a call's timeout is tens of milliseconds, and an upstream that
-// answered nothing for this long is frozen or cut off.
-const slowWindow = 250 * time.Millisecond
+// gone. A call's timeout is tens of milliseconds; on a machine a flood
+// saturates, a healthy upstream can leave every call unanswered for a few
+// hundred (its process, or this one, waiting for a core), and taking that
+// for an outage turns the sidecar into an independent limiter exactly when
+// the flood comes. An upstream that answered nothing for a second is
+// frozen or cut off. Misjudged the other way, a frozen upstream costs
+// each request its call's timeout for a second, answered within the
+// allowance meanwhile.
+const slowWindow = time.Second
 
 // answering reports whether err, a failed upstream call's, is a timeout of
 // an upstream that answers other calls: slow (this machine or the
@@ -344,18 +379,30 @@ func (t *Tier) answering(err error) bool {
 }
 
 // slow decides b, which passed the local buckets (set), without the
-// upstream's answer that came too late: on a key the upstream found tight,
-// within this sidecar's allowance (its share of what the limit had left,
-// pkg/share), elsewhere as the local bucket did; the hits admitted are
-// recorded with the next flush, in the window they were admitted in.
-func (t *Tier) slow(b *limiter.Batch, share float64, now time.Time, set took) {
+// upstream's answer to its sync call c (nil: the call failed), which came
+// too late: on a key the upstream found tight, within this sidecar's
+// allowance (its share of what the limit had left, pkg/share), elsewhere
+// as the local bucket did. The hits admitted are recorded, in the window
+// they were admitted in, unless c's answer, when it comes, says the
+// upstream counted them (await).
+func (t *Tier) slow(b *limiter.Batch, share float64, now time.Time, set took, c *syncCall) {
 	b.Degraded, b.Tier = true, tierSlow
 	var short took
 	if !t.allow.take(b, now.Sub(t.base).Nanoseconds(), &short) {
+		if c != nil {
+			c.stop()
+		}
 		t.returnLocal(b, share, now, set)
 		t.refuse(b, short)
 		t.record(b, now, false)
 		return
+	}
+	if c != nil && t.await(c, t.snapshot(b, now)) {
+		t.record(b, now, false) // the demand now, the hits when the answer says
+		return
+	}
+	if c != nil {
+		c.stop()
 	}
 	t.record(b, now, true)
 }

@@ -449,10 +449,13 @@ func (u *silentUpstream) ShouldRateLimit(ctx context.Context, _ *rlsv3.RateLimit
 // TestSilentUpstreamWithinCallerDeadline: Envoy's deadline (here 100ms) is
 // shorter than the upstream timeout (1s): the call gives up a little before
 // the caller's deadline, the request is answered locally at the fallback
-// share in time, and the upstream is marked away.
+// share in time, and the upstream, silent for longer than slowWindow, is
+// marked away.
 func TestSilentUpstreamWithinCallerDeadline(t *testing.T) {
 	up := &silentUpstream{}
-	s, tier := sidecar(t, up, Options{Mode: Sync, Timeout: time.Second, FallbackShare: 0.5})
+	clk := newClock()
+	s, tier := sidecar(t, up, Options{Mode: Sync, Timeout: time.Second, FallbackShare: 0.5, Now: clk.Now})
+	clk.Advance(2 * slowWindow) // silent since the start: gone, not slow
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	resp, err := s.ShouldRateLimit(ctx, req("bucket", "b"))
@@ -511,7 +514,9 @@ func TestAsyncRefusedHitsDropped(t *testing.T) {
 	} {
 		t.Run(code.String(), func(t *testing.T) {
 			up := &refusing{code: code}
-			s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour})
+			clk := newClock()
+			s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, Now: clk.Now})
+			clk.Advance(2 * slowWindow) // a timeout, with nothing answered since the start: gone
 			admit(t, s, 3, req("bucket", "b"))
 			tier.flush(nil)
 			tier.flush(nil)

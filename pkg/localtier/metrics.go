@@ -19,6 +19,7 @@ type metrics struct {
 	expired       prometheus.Counter
 	allowances    prometheus.Counter
 	refusals      *prometheus.CounterVec
+	lateCounted   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
@@ -61,6 +62,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			Name: "sluice_localfilter_record_refusals_total",
 			Help: "Flush calls whose recorded hits the upstream did not accept because it does not know this sidecar, by its reason (not_configured, no_credentials, unknown_certificate, bad_token, token_without_tls): it decided them as an ordinary request, so hits that did not fit were dropped (counted in sluice_localfilter_dropped_hits_total). /readyz is not ready meanwhile.",
 		}, []string{"reason"}),
+		lateCounted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_localfilter_late_counted_total",
+			Help: "Sync calls answered locally (tier slow) whose late answer said the upstream had counted their hits: not recorded again.",
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_localfilter_dropped_hits_total",
 			Help: "Admitted hits never recorded upstream: the pending buffer was full (-max-pending keys or -max-pending-bytes), the upstream refused them (InvalidArgument, ResourceExhausted, FailedPrecondition, OutOfRange, Unimplemented, or a sidecar it does not know whose hits did not fit), one key's aggregate passed the most a descriptor may carry, or the upstream was away at shutdown.",
@@ -76,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.outages, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances, m.refusals,
+		reg.MustRegister(m.upstreamCalls, m.upstreamUp, m.outages, m.batch, m.flush, m.lag, m.dropped, m.expired, m.allowances, m.refusals, m.lateCounted,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_pending_keys", Help: "Keys with admitted hits waiting to be sent upstream.",
 			}, func() float64 { return float64(t.pending.keys.Load()) }),

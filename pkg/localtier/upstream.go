@@ -31,19 +31,7 @@ const recordTimeout = time.Second
 // Timeout and, if ctx has a deadline (Envoy's filter timeout), ends a
 // little before it, so that a silent upstream still leaves time to answer
 // locally.
-func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind string) (*rlsv3.RateLimitResponse, metadata.MD, error) {
-	timeout := t.opts.Timeout
-	if kind == rls.SidecarRecord {
-		// Nobody waits on a record call, and one that times out is sent
-		// again although the upstream may have counted it: the wait is
-		// long enough for a busy upstream, which answers within its own
-		// bound (its store's -store-max-wait, 1 s by default).
-		timeout = max(timeout, recordTimeout)
-	}
-	if deadline, ok := ctx.Deadline(); ok {
-		left := time.Until(deadline)
-		timeout = min(timeout, left-min(left/10, localAnswerTime))
-	}
+func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind string, timeout time.Duration) (*rlsv3.RateLimitResponse, metadata.MD, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if kind != rls.SidecarRecord { // a record call's metadata is send's
@@ -64,6 +52,25 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	return resp, md, err
 }
 
+// callTimeout bounds a call of kind: Timeout and, if ctx has a deadline
+// (Envoy's filter timeout), a little before it, so that a silent upstream
+// still leaves time to answer locally.
+func (t *Tier) callTimeout(ctx context.Context, kind string) time.Duration {
+	timeout := t.opts.Timeout
+	if kind == rls.SidecarRecord {
+		// Nobody waits on a record call, and one that times out is sent
+		// again although the upstream may have counted it: the wait is
+		// long enough for a busy upstream, which answers within its own
+		// bound (its store's -store-max-wait, 1 s by default).
+		timeout = max(timeout, recordTimeout)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		timeout = min(timeout, left-min(left/10, localAnswerTime))
+	}
+	return timeout
+}
+
 // request builds an upstream request: each descriptor with its cost as an
 // explicit hits_addend, its entries and any limit override shared with the
 // caller's descriptor (read only).
@@ -76,13 +83,8 @@ func request(b *limiter.Batch) *rlsv3.RateLimitRequest {
 	return req
 }
 
-// syncDecide asks the upstream to decide b and fills b.Results from its
-// answer.
-func (t *Tier) syncDecide(ctx context.Context, b *limiter.Batch) error {
-	resp, md, err := t.call(ctx, request(b), rls.SidecarSync)
-	if err != nil {
-		return err
-	}
+// apply fills b.Results from the upstream's answer to b's sync call.
+func apply(b *limiter.Batch, resp *rlsv3.RateLimitResponse, md metadata.MD) {
 	retries := parseRetries(md)
 	for i, st := range resp.GetStatuses() {
 		r := algorithm.Result{
@@ -95,7 +97,6 @@ func (t *Tier) syncDecide(ctx context.Context, b *limiter.Batch) error {
 		}
 		b.Results[i] = r
 	}
-	return nil
 }
 
 // retryAfter is descriptor i's retry time in µs from the upstream's
