@@ -194,5 +194,13 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	for _, s := range servers {
 		row.shed += s.metric(t, "sluice_tier_decisions_total", "tier", "shed")
 	}
+	// What refused, for the log: which tier held the flood back.
+	refused := map[string]float64{}
+	for _, f := range fronts {
+		for _, tier := range []string{"flag_cache", "local_bucket", "allowance", "global", "slow", "fallback", "store"} {
+			refused[tier] += f.metric(t, "sluice_tier_decisions_total", "tier", tier, "result", "over_limit")
+		}
+	}
+	t.Logf("refused by tier: %v", refused)
 	return row
 }

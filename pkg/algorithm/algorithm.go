@@ -145,6 +145,11 @@ type Result struct {
 	Allowed bool
 	// Remaining is what is left after this decision, rounded down.
 	Remaining int64
+	// Left is what is left unrounded, never below 0: a bucket's refill
+	// and a sliding window's weighted estimate are fractional. What the
+	// sidecars' shares are taken of (pkg/share): rounding each answer's
+	// pool down would lose up to a unit a report on a tight key.
+	Left float64
 	// RetryAfter is how long until the same request could be admitted;
 	// zero when Allowed.
 	RetryAfter int64

@@ -22,6 +22,7 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	}
 	left := start + p.Window - now
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count)}
+	r.Left = float64(r.Remaining)
 	if !allowed {
 		r.RetryAfter = left
 	}

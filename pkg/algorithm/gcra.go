@@ -31,9 +31,11 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		most := fnow + tolerance + float64(float64(maxDebt(burstSize(p), p.Limit))*interval)
 		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), most))
 	}
+	left := (tolerance - (tat - fnow)) / interval
 	return State{Exists: true, F: tat}, Result{
 		Allowed:    allowed,
-		Remaining:  floorNonNeg((tolerance - (tat - fnow)) / interval),
+		Remaining:  floorNonNeg(left),
+		Left:       max(0, left),
 		RetryAfter: retry,
 		ResetAfter: ceilPos(tat - fnow),
 	}

@@ -108,7 +108,7 @@ func naiveLog(log []int64, p Params, now, cost int64, mode Mode) ([]int64, Resul
 		}
 	}
 	count = int64(len(log))
-	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), RetryAfter: retry}
+	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), Left: float64(max(0, p.Limit-count)), RetryAfter: retry}
 	if count > 0 {
 		r.ResetAfter = log[count-1] + p.Window - now
 	}

@@ -60,6 +60,7 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), RetryAfter: retry}
+	r.Left = float64(r.Remaining)
 	if count > 0 {
 		r.ResetAfter = log[len(log)-1].T + p.Window - now
 	}

@@ -46,6 +46,7 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 	r := Result{
 		Allowed:    allowed,
 		Remaining:  floorNonNeg(float64(p.Limit) - estimate),
+		Left:       max(0, float64(p.Limit)-estimate),
 		RetryAfter: retry,
 	}
 	switch {

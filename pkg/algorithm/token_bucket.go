@@ -38,6 +38,7 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	return State{Exists: true, F: tokens, T: updated}, Result{
 		Allowed:    allowed,
 		Remaining:  floorNonNeg(tokens),
+		Left:       max(0, tokens),
 		RetryAfter: retry,
 		ResetAfter: reset,
 	}

@@ -298,7 +298,7 @@ func (w *rttWindow) max(now time.Time) time.Duration {
 }
 
 // answer hands each call of f its part of cmd's reply: a decide call's is
-// now and four values per item (unpackReply), a refund's nothing.
+// now and replyValues values per item (unpackReply), a refund's nothing.
 func (f *fused) answer(cmd *redis.Cmd) {
 	err := cmd.Err()
 	if err != nil {
@@ -330,7 +330,7 @@ func (f *fused) answer(cmd *redis.Cmd) {
 		}
 		return
 	}
-	var vals [1 + 4*maxItems]int64
+	var vals [1 + replyValues*maxItems]int64
 	for _, c := range f.calls {
 		v, _ := unpackReply(vals[:0], s, c.n) // the sizes were checked
 		c.c.answer(c.gen, v, nil)

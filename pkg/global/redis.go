@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -295,15 +296,15 @@ func (r *Redis) decideCall(items []Item, now int64) *call {
 
 // readDecide reads a decide call's reply into out and returns its now.
 func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
-	if len(reply) != 1+4*len(items) {
+	if len(reply) != 1+replyValues*len(items) {
 		return 0, fmt.Errorf("redis store: decide replied %d values for %d items", len(reply), len(items))
 	}
 	if reply[0] < 0 {
 		return 0, errors.New("redis store: the decide script failed on this request (see the Redis log)")
 	}
 	for i := range items {
-		v := reply[1+4*i:]
-		out[i] = Result{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}
+		v := reply[1+replyValues*i:]
+		out[i] = Result{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3], Left: math.Float64frombits(uint64(v[4]))}
 	}
 	return reply[0], nil
 }

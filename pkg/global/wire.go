@@ -16,7 +16,7 @@ const (
 	requestHeaderSize = 10 // now (float64; negative: the store's clock), items (uint16)
 	requestItemSize   = 50 // kind, flags (uint8); limit, window, burst, cost, origin, age (float64)
 	replyHeaderSize   = 8  // now (float64; -1: the request failed)
-	replyItemSize     = 25 // allowed (uint8); remaining, retry, reset (float64)
+	replyItemSize     = 33 // allowed (uint8); remaining, retry, reset, left (float64)
 )
 
 // Item flags, as the script reads them.
@@ -51,12 +51,15 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 	return b
 }
 
+// replyValues are the values unpackReply reads per item.
+const replyValues = 5
+
 // replySize is the size of the reply to a request of n items.
 func replySize(n int) int { return replyHeaderSize + n*replyItemSize }
 
 // unpackReply reads the reply to a request of n items from the start of s
-// into dst as now, then allowed (0 or 1), remaining, retry and reset per
-// item.
+// into dst as now, then allowed (0 or 1), remaining, retry, reset and the
+// bits of left (a float64: math.Float64frombits) per item.
 func unpackReply(dst []int64, s string, n int) ([]int64, error) {
 	if len(s) < replySize(n) {
 		return dst, fmt.Errorf("redis store: decide replied %d bytes for %d items", len(s), n)
@@ -64,7 +67,8 @@ func unpackReply(dst []int64, s string, n int) ([]int64, error) {
 	dst = append(dst, int64(float64At(s, 0)))
 	for i := range n {
 		at := replyHeaderSize + i*replyItemSize
-		dst = append(dst, int64(s[at]), int64(float64At(s, at+1)), int64(float64At(s, at+9)), int64(float64At(s, at+17)))
+		dst = append(dst, int64(s[at]), int64(float64At(s, at+1)), int64(float64At(s, at+9)), int64(float64At(s, at+17)),
+			int64(math.Float64bits(float64At(s, at+25))))
 	}
 	return dst, nil
 }

@@ -39,6 +39,9 @@ func (s *Service) allot(d *decision, demand *Demand) {
 			Rate:     float64(it.Params.Limit) / float64(it.Params.Window) * 1e6, // units per second
 			Capacity: float64(algorithm.Capacity(it.Params)),
 		}
-		st.Allowance = s.opts.Shares.Allot(it.Key, r, float64(d.batch.Results[j].Remaining), lim, now)
+		// The pool unrounded (a sliding window's estimate, a bucket's
+		// refill): rounding it down at every report starves a tight key.
+		res := &d.batch.Results[j]
+		st.Allowance = s.opts.Shares.Allot(it.Key, r, max(res.Left, float64(res.Remaining)), lim, now)
 	}
 }

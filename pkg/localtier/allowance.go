@@ -12,9 +12,11 @@ import (
 // allowanceShards spreads the allowances over independently locked maps.
 const allowanceShards = 32
 
-// allowanceLapse is how many flush intervals an allowance is good for
-// without a new answer; allowanceKept how long a key's entry outlives its
-// last answer, so that a key that went quiet is decided as before again.
+// allowanceLapse is how many of the intervals at which a key is reported
+// (a flush interval, or longer for a key asked for seldom) an allowance is
+// good for without a new answer, allowanceKept at most; allowanceKept is
+// also how long a key's entry outlives its last answer, so that a key that
+// went quiet is decided as before again.
 const (
 	allowanceLapse = 3
 	allowanceKept  = time.Second
@@ -23,7 +25,7 @@ const (
 // allowances are the sidecar's allowances on tight keys (pkg/share): per
 // key, the units it may still admit until the upstream answers its next
 // report. A key with an entry is bound: when the allowance lapses (no
-// answer within allowanceLapse intervals) it admits nothing more until an
+// answer within allowanceLapse of its reporting intervals) it admits nothing more until an
 // answer, so a stale allowance never admits; the entry goes when an answer
 // says the key is not tight, or allowanceKept after the last answer. They
 // hold at most max keys (answers for more are not kept: those keys are
@@ -128,8 +130,22 @@ func (a *allowances) set(key string, units float64, now, lapse int64) {
 		al = &allowance{}
 		s.m[key] = al
 	}
-	al.left, al.until, al.answered = units, now+lapse, now
+	// What the last allowance left unused, up to one unit, is kept: on a
+	// key several sidecars share, a share of a small pool is a fraction
+	// of a unit, rounded up now and then, and a sidecar asked for the key
+	// only now and then would find each unit replaced before its request
+	// came, refusing what the limit had room for. A unit a sidecar holds
+	// unused is still in the store's pool, so at most one unit a sidecar
+	// can be handed twice; a flood spends its allowance and keeps none.
+	carry := 0.0
+	if now < al.until {
+		carry = min(max(al.left, 0), carryUnits)
+	}
+	al.left, al.until, al.answered = units+carry, now+lapse, now
 }
+
+// carryUnits is the most of an unused allowance an answer keeps (set).
+const carryUnits = 1
 
 // since returns how long ago (ns) key was last reported, at least
 // interval, and marks it reported at now.

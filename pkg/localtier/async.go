@@ -221,6 +221,7 @@ func (t *Tier) send(c []entry) error {
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
 	paths := make([]string, 0, len(c))
 	keys := make([]string, 0, len(c))
+	gaps := make([]int64, 0, len(c)) // ns between this report of each key and the last
 	rates := make([]byte, 0, 8*len(c))
 	ages := make([]byte, 0, 8*len(c))
 	now := t.opts.Now()
@@ -242,7 +243,9 @@ func (t *Tier) send(c []entry) error {
 			// The newest hit's age: placed in its window by the store
 			// (algorithm.Record); the older ones of the batch with it.
 			ages = strconv.AppendInt(ages, max(0, at-e.last)/1000, 10)
-			rate := float64(e.asked) / (float64(t.allow.since(e.key, at, interval)) / 1e9)
+			gap := t.allow.since(e.key, at, interval)
+			rate := float64(e.asked) / (float64(gap) / 1e9)
+			gaps = append(gaps, gap)
 			rates = strconv.AppendFloat(rates, min(rate, share.MaxRate), 'g', 6, 64)
 			d := &ratelimitv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(n)}
 			if e.overridden {
@@ -280,7 +283,10 @@ func (t *Tier) send(c []entry) error {
 		if allowed != nil {
 			units = allowed[i]
 		}
-		t.allow.set(keys[i], units, at, allowanceLapse*interval)
+		// Good for three of the intervals at which the key is reported
+		// (it is reported when asked for), a second at most: a key asked
+		// for every 20 ms is not refused at every other request.
+		t.allow.set(keys[i], units, at, min(allowanceLapse*gaps[i], int64(allowanceKept)))
 		if units >= 0 {
 			t.m.allowances.Inc()
 		}

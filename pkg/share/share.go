@@ -30,16 +30,23 @@
 // in whole units (rounded up with the probability of the fraction), dᵢ its
 // demand and D the demand of all the sidecars that reported the key within
 // the last second. An allowance replaces the last one at each answer and
-// is spent after three flush intervals: the sidecar then refuses the key
+// is spent after three of the intervals at which the sidecar reports the
+// key (a flush interval, longer for a key it is asked for seldom; a second
+// at most): the sidecar then refuses the key
 // until a new answer (a stale allowance never admits). What a sidecar
 // leaves unused stays in the store and enlarges the next pool, so the
 // store's refill reaches the sidecars with one interval's delay.
 //
 // Sidecars report at their own phases, so each share is taken of a pool
 // that does not yet count what the others admitted since their last
-// report: over a round of reports the allowances can exceed the pool by
-// what was admitted and not yet recorded, which on a tight key is about
-// one interval of the limit's refill. Everything admitted is recorded, so
+// report. So an allowance is never more than the pool less what the other
+// sidecars were allowed within their last reporting period (each peer's
+// part capped at its share): their allowances are taken as spent until
+// their next report brings the hits. The pool itself is unrounded (a
+// sliding window's estimate, a bucket's refill), and a sidecar keeps up to
+// one unit of an allowance it did not spend (pkg/localtier), so that a
+// sidecar asked for a key now and then is not refused while the limit has
+// room. Everything admitted is recorded, so
 // the store's debt holds the excess back in the next rounds. The model
 // test (model_test.go) measures the rule over 3 to 100 sidecars.
 //
@@ -141,12 +148,55 @@ func Allot(pool, mine, total, demand, interval, u float64) float64 {
 	if total <= 0 || pool >= Tightness*demand*interval {
 		return -1
 	}
-	g := max(0, pool) * mine / total
-	whole := math.Floor(g)
-	if u < g-whole {
+	return roundRandom(max(0, pool)*mine/total, u)
+}
+
+// roundRandom is x in whole units, rounded up with the probability of its
+// fraction (u uniform in [0, 1)).
+func roundRandom(x, u float64) float64 {
+	whole := math.Floor(x)
+	if u < x-whole {
 		whole++
 	}
 	return whole
+}
+
+// granted is what the sidecars other than peer's sidecar were allowed at
+// their last answers and have not reported since, at now (ns): answered
+// within their flush interval, so that their hits may not be in the store
+// yet (a sidecar that reports every interval has them there by its next
+// report; one asked for a key seldom had its hits recorded long since).
+// Each peer's part is capped at its share of pool (its demand capped at
+// shareCap, over total): a peer whose many names round up now and then
+// holds back no more than its share.
+func granted(reports []entry, peer, sidecar string, now int64, pool, total, shareCap float64) float64 {
+	g := 0.0
+	for i := range reports {
+		p := reports[i].peer
+		first, sum, demand := true, 0.0, 0.0
+		for j := range reports {
+			x := &reports[j]
+			if x.peer != p {
+				continue
+			}
+			if j < i {
+				first = false
+				break
+			}
+			demand += x.rate
+			if (x.peer != peer || x.sidecar != sidecar) && now-x.at < max(int64(x.interval), x.gap) {
+				sum += x.granted
+			}
+		}
+		if !first || total <= 0 {
+			continue
+		}
+		if shareCap > 0 {
+			demand = min(demand, shareCap)
+		}
+		g += min(sum, math.Ceil(pool*demand/total))
+	}
+	return g
 }
 
 // DefaultMaxBytes is a Tracker's default byte budget.
@@ -185,8 +235,9 @@ type entry struct {
 	peer, sidecar string
 	rate          float64
 	interval      time.Duration
-	at            int64 // ns, when the report came
-	gap           int64 // ns since the sidecar's report before it; 0: none
+	at            int64   // ns, when the report came
+	gap           int64   // ns since the sidecar's report before it; 0: none
+	granted       float64 // the allowance the report was answered with
 }
 
 // entryBytes is what one report costs a key: the entry and its names.
@@ -270,6 +321,19 @@ func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.
 		iv := r.Interval.Seconds()
 		mine, total, demand := weigh(ks.reports, e.peer, e.sidecar, lim.Rate*MaxShareWeight, lim.Capacity/(2*Tightness*iv))
 		g = Allot(pool, mine, total, demand, iv, rand.Float64())
+		if g > 0 {
+			// Never more than is truly left: the pool less what the others
+			// were allowed and have not reported since (spent, but not yet
+			// in the store: they report at their own phases).
+			if free := pool - granted(ks.reports, e.peer, e.sidecar, at, pool, total, lim.Rate*MaxShareWeight); g > free {
+				g = roundRandom(max(0, free), rand.Float64())
+			}
+		}
+		for i := range ks.reports {
+			if x := &ks.reports[i]; x.peer == e.peer && x.sidecar == e.sidecar {
+				x.granted = max(0, g)
+			}
+		}
 		size := int64(cap(ks.reports)) * int64(unsafe.Sizeof(entry{}))
 		ks.expires = 0
 		for i := range ks.reports {

@@ -186,20 +186,29 @@ func TestOnePeerCannotStarveOthers(t *testing.T) {
 	iv := 10 * time.Millisecond
 	for _, honest := range [][]float64{{100}, {70, 50}, {250, 50, 10}} {
 		t.Run(fmt.Sprint(honest), func(t *testing.T) {
+			// The key refills 0.4 units every half interval (80/s, below
+			// the honest demand: it stays tight); each honest sidecar spends what it is
+			// allowed, up to its demand, and its spending leaves the pool
+			// by its next report, as a store would count it. The attacker
+			// spends nothing.
 			run := func(attack bool) []float64 {
 				tr, _ := New(Options{})
 				now := time.Unix(1000, 0)
 				got := make([]float64, len(honest))
+				pool := 0.0
 				for range 600 {
 					now = now.Add(iv / 2)
+					pool = min(pool+0.4, 100)
 					if attack {
 						for j := range DefaultMaxSidecars {
-							tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: MinInterval}, 2, lim, now)
+							tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: MinInterval}, pool, lim, now)
 						}
 					}
 					for i, d := range honest {
 						r := Report{Peer: fmt.Sprint("peer", i), Sidecar: "s", Rate: d, Interval: iv}
-						got[i] += max(0, tr.Allot("k", r, 2, lim, now))
+						spent := min(max(0, tr.Allot("k", r, pool, lim, now)), d*iv.Seconds()/2, pool)
+						pool -= spent
+						got[i] += spent
 					}
 				}
 				return got

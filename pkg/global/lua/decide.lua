@@ -18,11 +18,11 @@
 --           hits were admitted that long ago, algorithm.Record)
 -- Returns one string: per request now (d; -1 when its decision failed,
 -- the error in Redis's log), then per item REPLY: allowed (B), remaining,
--- retry µs, reset µs (d).
+-- retry µs, reset µs, left (d: remaining unrounded).
 
 local HEADER, HEADER_SIZE = '<dH', 10
 local ITEM, ITEM_SIZE = '<BBdddddd', 50
-local REPLY = '<Bddd'
+local REPLY = '<Bdddd'
 local blob = ARGV[1]
 
 -- earlier is the index of an earlier item of the same key in items, so
@@ -94,7 +94,7 @@ local function decide_request(k, pos, n, now, out)
   out[#out + 1] = struct.pack('<d', now)
   for i = 1, n do
     local r = results[i]
-    out[#out + 1] = struct.pack(REPLY, r.allowed and 1 or 0, r.remaining, r.retry, r.reset)
+    out[#out + 1] = struct.pack(REPLY, r.allowed and 1 or 0, r.remaining, r.retry, r.reset, r.left or r.remaining)
   end
 end
 
@@ -135,7 +135,7 @@ while pos <= #blob do
     redis.log(redis.LOG_WARNING, 'sluice decide: ' .. tostring(err))
     for i = #out, mark + 1, -1 do out[i] = nil end
     out[#out + 1] = struct.pack('<d', -1)
-    for _ = 1, n do out[#out + 1] = struct.pack(REPLY, 0, 0, 0, 0) end
+    for _ = 1, n do out[#out + 1] = struct.pack(REPLY, 0, 0, 0, 0, 0) end
   end
   k, pos = k + n, pos + n * ITEM_SIZE
 end

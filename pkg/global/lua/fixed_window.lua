@@ -26,6 +26,7 @@ function fixed_window.decide(st, p, now, cost, force)
   if allowed or force then count = math.max(count, math.min(count + cost, 2 * p.limit)) end
   local left = start + p.window - now
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
+  r.left = r.remaining
   if not allowed then r.retry = left end
   if count > 0 then r.reset = left end
   return { exists = true, t = start, a = count, b = prev }, r

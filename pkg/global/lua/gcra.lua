@@ -25,7 +25,7 @@ function gcra.decide(st, p, now, cost, force)
   end
   return { exists = true, f = tat },
     { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),
-      retry = retry, reset = ceil_pos(tat - now) }
+      left = math.max(0, (tolerance - (tat - now)) / interval), retry = retry, reset = ceil_pos(tat - now) }
 end
 
 -- refund: only the refund script includes what follows.

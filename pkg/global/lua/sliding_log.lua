@@ -132,6 +132,7 @@ function sliding_log.decide(st, p, now, cost, force)
   end
   nst.exists = count > 0
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
+  r.left = r.remaining
   if count > 0 then r.reset = run_at(nst, log_end(nst)).t + p.window - now end
   return nst, r
 end

@@ -34,7 +34,7 @@ function sliding_window.decide(st, p, now, cost, force)
     curr = curr + added
     estimate = estimate + added
   end
-  local r = { allowed = allowed, remaining = floor_non_neg(p.limit - estimate), retry = retry, reset = 0 }
+  local r = { allowed = allowed, remaining = floor_non_neg(p.limit - estimate), left = math.max(0, p.limit - estimate), retry = retry, reset = 0 }
   if curr > 0 then
     r.reset = left + p.window
   elseif prev > 0 then

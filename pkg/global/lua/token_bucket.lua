@@ -27,7 +27,7 @@ function token_bucket.decide(st, p, now, cost, force)
   end
   local reset = ceil_pos((capacity - tokens) / rate)
   return { exists = true, f = tokens, t = updated },
-    { allowed = allowed, remaining = floor_non_neg(tokens), retry = retry, reset = reset }
+    { allowed = allowed, remaining = floor_non_neg(tokens), left = math.max(0, tokens), retry = retry, reset = reset }
 end
 
 -- refund: only the refund script includes what follows.
