@@ -7,11 +7,13 @@ import (
 	"net"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/peerauth"
@@ -57,6 +59,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var tier *localtier.Tier
 	var readiness rls.Readiness
 	if o.redisMode == "cached" {
+		// The replicas in cached mode divide each tight limit's pool among
+		// their tiers.
+		if sc, ok := client.(redis.Scripter); ok {
+			replicas := global.NewReplicas(sc, o.KeyPrefix+"cached-replicas")
+			rctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go replicas.Run(rctx)
+			sopts.Replicas = replicas.Count
+		}
 		sopts.Tier = func(flags *flagcache.OverLimit, store rlsv3.RateLimitServiceClient) (limiter.Decider, error) {
 			to := o.tier.Options()
 			to.Upstream, to.Mode, to.FallbackShare, to.Cache = store, localtier.Async, o.localShare, flags

@@ -97,6 +97,10 @@ type ServerOptions struct {
 	// ShareBytes bounds the memory of the sidecars' demand reports
 	// (share.Options.MaxBytes). Default share.DefaultMaxBytes.
 	ShareBytes int64
+	// Replicas, in cached mode (Tier), is how many servers share the
+	// Redis in that mode (global.Replicas): each hands its own tier that
+	// share of what a tight limit has left. Unset: one.
+	Replicas func() int
 	// TopKeysBytes bounds the memory of the keys refused most
 	// (topkeys.Options.MaxBytes). Default topkeys.DefaultMaxBytes.
 	TopKeysBytes int64
@@ -192,7 +196,11 @@ func NewServer(o ServerOptions) (_ *Server, err error) {
 	// allowances: sidecars', or in cached mode its own tier's.
 	var shares *share.Tracker
 	if o.Decider == nil {
-		if shares, err = share.New(share.Options{MaxBytes: o.ShareBytes}); err != nil {
+		so := share.Options{MaxBytes: o.ShareBytes}
+		if o.Tier != nil {
+			so.Replicas = o.Replicas
+		}
+		if shares, err = share.New(so); err != nil {
 			return nil, err
 		}
 	}

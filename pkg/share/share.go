@@ -215,6 +215,11 @@ type Options struct {
 	// MaxSidecars is how many sidecars one key remembers (the stalest
 	// dropped first). Default DefaultMaxSidecars.
 	MaxSidecars int
+	// Replicas, if set, is how many trackers hand shares of the same
+	// limits without seeing each other's reports (the servers of cached
+	// mode, each allotting to its own tier): each divides the pool by it.
+	// Unset, the tracker sees every report.
+	Replicas func() int
 }
 
 // Tracker remembers, per key, the latest report and allowance of each
@@ -222,6 +227,7 @@ type Options struct {
 type Tracker struct {
 	keys        *lrumap.Map[keyState]
 	maxSidecars int
+	replicas    func() int
 }
 
 type keyState struct {
@@ -275,7 +281,7 @@ func New(o Options) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracker{keys: keys, maxSidecars: o.MaxSidecars}, nil
+	return &Tracker{keys: keys, maxSidecars: o.MaxSidecars, replicas: o.Replicas}, nil
 }
 
 // Allot records r for key, reported at now with pool left in the limit
@@ -285,6 +291,9 @@ func New(o Options) (*Tracker, error) {
 func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.Time) float64 {
 	if !r.Valid() || math.IsNaN(pool) {
 		return -1
+	}
+	if t.replicas != nil {
+		pool /= float64(max(1, t.replicas()))
 	}
 	at := now.UnixNano()
 	g := -1.0

@@ -249,6 +249,16 @@ func TestNamesAreThePeers(t *testing.T) {
 	}
 }
 
+// TestReplicasDividePool: trackers that do not see each other's reports
+// (cached mode's servers) each hand out their share of the pool.
+func TestReplicasDividePool(t *testing.T) {
+	tr, _ := New(Options{Replicas: func() int { return 4 }})
+	g := tr.Allot("k", Report{Sidecar: "a", Rate: 1000, Interval: 10 * time.Millisecond}, 8, lim, time.Unix(1000, 0))
+	if g != 2 {
+		t.Errorf("alone on a tight key with 8 left, one of 4 replicas: %v; want 2", g)
+	}
+}
+
 func TestNewRefusesNegativeBounds(t *testing.T) {
 	if _, err := New(Options{MaxBytes: -1}); err == nil {
 		t.Error("MaxBytes -1: no error")
