@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -130,7 +131,17 @@ type StoreOptions struct {
 type StoreDecider struct {
 	opts    StoreOptions
 	breaker *breaker.Breaker
+	// lastAnswer is when (Unix ns) the store last answered a call.
+	lastAnswer atomic.Int64
 }
+
+// stallGrace is how recently the store must have answered some call for a
+// stalled one to be slowness rather than a failure: on a two-core machine
+// a flood saturates, a healthy Redis was seen to leave every reply overdue
+// by tens of milliseconds, and taking that for an outage answered clients
+// UNAVAILABLE (failure mode error) exactly when the flood came. A Redis
+// that answered nothing for a second is frozen or gone.
+const stallGrace = time.Second
 
 // NewStoreDecider returns a StoreDecider.
 func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
@@ -153,6 +164,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		opts.Now = time.Now
 	}
 	d := &StoreDecider{opts: opts}
+	d.lastAnswer.Store(opts.Now().UnixNano()) // as if answered at the start
 	opts.Metrics.initMode(opts.Mode)
 	bo := opts.Breaker
 	if bo.Now == nil {
@@ -216,6 +228,7 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	d.opts.Metrics.observe(time.Since(start))
 	switch {
 	case err == nil:
+		d.lastAnswer.Store(d.opts.Now().UnixNano())
 		d.breaker.Success(probe)
 		return nil
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
@@ -229,6 +242,13 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	}
 	d.opts.Metrics.storeError()
 	d.opts.Logger.Debug("store call failed", "error", err.Error())
+	if isStall(err) && d.opts.Now().UnixNano()-d.lastAnswer.Load() < int64(stallGrace) {
+		// Redis left this call's reply overdue but answered another within
+		// stallGrace: on a machine with no CPU to spare a healthy Redis
+		// waits that long for a core. Slow, not gone: not a failure.
+		d.breaker.Release(probe)
+		return d.shed(ctx, b)
+	}
 	d.breaker.Failure(probe, err)
 	if isStall(err) && d.breaker.State() == breaker.Closed {
 		// Redis has not answered for a while. On a machine with no CPU to

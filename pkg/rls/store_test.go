@@ -189,8 +189,10 @@ func (s *stalledStore) Decide(context.Context, []algorithm.Item, []algorithm.Res
 
 // TestStallIsShedUntilTheBreakerOpens: a Redis that has not answered for
 // a while may only be waiting for a core: its requests are decided in
-// memory until the failure rate opens the breaker, then by the failure
-// mode (never UNAVAILABLE before).
+// memory, and while it answered anything within the last second the
+// breaker is not told; silent for longer, its stalls are failures until
+// the failure rate opens the breaker, then the failure mode decides
+// (never UNAVAILABLE before).
 func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "s")}}
 	store := &stalledStore{}
@@ -206,6 +208,15 @@ func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Within a second of its last answer (here: the start) a stall is
+	// slowness: shed, the breaker untold.
+	for i := range 6 {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil || !d.Healthy() {
+			t.Fatalf("request %d, a second since Redis answered: %v, healthy %v; want a local answer, the breaker closed", i, err, d.Healthy())
+		}
+	}
+	store.calls.Store(0)
+	now = now.Add(2 * time.Second) // silent for longer: failures
 	for i := range 6 {
 		_, err := svc.ShouldRateLimit(context.Background(), req)
 		if i < 3 && err != nil {
