@@ -1,6 +1,6 @@
 // Package e2e holds sluice's end-to-end tests: they build cmd/server and
 // cmd/localfilter, start them as real processes on loopback next to a real
-// redis-server (internal/redistest), and drive them over gRPC exactly as
+// redis-server (internal/testkit/redistest), and drive them over gRPC exactly as
 // Envoy does, with the descriptors Envoy's rate-limit actions produce.
 //
 // Everything the tests start is bound to 127.0.0.1 on ports the kernel

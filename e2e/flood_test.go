@@ -9,8 +9,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 // TestFlooderSparesOthers: one client ignores its 429s and floods with 32

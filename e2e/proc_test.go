@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/internal/refenv"
+	"github.com/sluicehq/sluice/internal/daemon/refenv"
 )
 
 // binaries are built once per test binary run, by TestMain.

@@ -11,9 +11,9 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/testpki"
-	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 )
 
 // TestReferenceEnvironment starts the built server with nothing but the

@@ -11,8 +11,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 // TestHotReloadUnderLoad: under a steady load on /demo, the limit is raised

@@ -13,9 +13,9 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
-	"github.com/sluicehq/sluice/internal/loadgen"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 // tier is one server in front of a real redis-server and sidecars in front

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/loadgen"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 

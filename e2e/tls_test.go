@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 

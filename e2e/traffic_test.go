@@ -9,7 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
 )
 
 // edgeConfig is the descriptor config the bootstraps go with.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
 )
 
 // perRouteTypes maps an HTTP filter's config type to the type Envoy expects for it in

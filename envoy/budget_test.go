@@ -6,7 +6,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/sluicehq/sluice/internal/envoyrl"
+	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
 )
 
 // bootstrapFile is one Envoy bootstrap from envoy/, parsed.

@@ -19,7 +19,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
 )
 
 // row is one loadgen result, as loadgen -json wrote it.

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
 )
 
 func main() {

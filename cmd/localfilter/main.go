@@ -28,8 +28,8 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
-	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/limiter"

@@ -16,7 +16,7 @@ import (
 	"time"
 	_ "time/tzdata" // calendar limits: time zones whatever the image carries
 
-	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/share"
 )

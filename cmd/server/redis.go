@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 

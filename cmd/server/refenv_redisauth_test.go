@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // startEnv runs the server in this process with the reference's

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // TestReferenceClientSAN starts the built server with only the

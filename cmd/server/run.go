@@ -9,8 +9,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
-	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 func freePort(t *testing.T) int {

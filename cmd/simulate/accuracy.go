@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/tools/simulate"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 

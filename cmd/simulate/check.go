@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/tools/simulate"
 )
 
 const checkSynopsis = `Usage: simulate check PATH...

@@ -4,7 +4,7 @@
 // plots offered against admitted, checks configs before a deploy, and
 // measures how far sliding_window strays from the exact sliding_log.
 //
-// The work is internal/simulate's; this command reads flags and prints. See
+// The work is internal/tools/simulate's; this command reads flags and prints. See
 // README.md beside this file, and -h of each subcommand.
 package main
 

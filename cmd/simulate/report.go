@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/tools/simulate"
 )
 
 // writeRunText prints each run's per-limit table, then the disagreements.

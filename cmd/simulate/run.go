@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/simulate"
+	"github.com/sluicehq/sluice/internal/tools/simulate"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 

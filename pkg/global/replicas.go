@@ -25,7 +25,8 @@ type Replicas struct {
 }
 
 // ReplicaClient is what Replicas needs of a go-redis client (any kind:
-// the set is one key).
+// the set is one key). It is used from Run's goroutine and must be safe
+// for concurrent use, as go-redis clients are.
 type ReplicaClient interface {
 	redis.Scripter
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 // TestReplicasCount: replicas sharing a set count each other once each

@@ -15,6 +15,6 @@
 // Data flows one way: adapter (pkg/rls, pkg/httplimit) → limiter → store
 // (pkg/global, through the Store interface it declares) → pkg/algorithm.
 // It must not import gRPC, protobuf, a store or an adapter
-// (internal/arch's test holds it to that), so the simulator and any Go
+// (internal/testkit/arch's test holds it to that), so the simulator and any Go
 // program can decide as the server does without them.
 package limiter

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 

@@ -8,7 +8,7 @@ import (
 )
 
 func TestCheckValid(t *testing.T) {
-	table, err := Check("../../pkg/config/testdata/envoy/rl.yaml")
+	table, err := Check("../../../pkg/config/testdata/envoy/rl.yaml")
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -22,9 +22,9 @@ func TestCheckValid(t *testing.T) {
 	}
 	want := map[string]string{
 		// Defaults resolved: multiplier 1, token_bucket, burst = requests_per_unit.
-		"rl.foo.bar":       "rl rl.foo.bar - 3 minute 1 token_bucket 3 false false ../../pkg/config/testdata/envoy/rl.yaml:20",
-		"rl.foo.baz_shady": "rl rl.foo.baz_shady - 1 minute 1 token_bucket 1 true false ../../pkg/config/testdata/envoy/rl.yaml:31",
-		"rl.qux":           "rl rl.qux - - - - - - false true ../../pkg/config/testdata/envoy/rl.yaml:37",
+		"rl.foo.bar":       "rl rl.foo.bar - 3 minute 1 token_bucket 3 false false ../../../pkg/config/testdata/envoy/rl.yaml:20",
+		"rl.foo.baz_shady": "rl rl.foo.baz_shady - 1 minute 1 token_bucket 1 true false ../../../pkg/config/testdata/envoy/rl.yaml:31",
+		"rl.qux":           "rl rl.qux - - - - - - false true ../../../pkg/config/testdata/envoy/rl.yaml:37",
 	}
 	for _, row := range rows[1:] {
 		f := strings.Fields(row)

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // TestClientSAN: with -grpc-tls-client-san, a client certificate the

@@ -14,7 +14,7 @@ import (
 )
 
 // root is the module's directory, from this package's.
-const root = "../.."
+const root = "../../.."
 
 // statesConcurrency is how a doc comment says whether a type may be used
 // from many goroutines.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 )
 
 // NoopService is the do-nothing RLS handler: every ShouldRateLimit gets

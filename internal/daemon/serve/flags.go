@@ -14,8 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
-	"github.com/sluicehq/sluice/internal/refenv"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/refenv"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/topkeys"

@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 )
 
 // Applied is one flag set from the reference's environment.

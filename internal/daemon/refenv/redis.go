@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 )
 
 // redisVars are the variables the redis mapping reads.

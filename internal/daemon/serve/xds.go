@@ -8,13 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/xdsconfig"
+	"github.com/sluicehq/sluice/internal/daemon/xdsconfig"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/reload"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
-// XDSFlags are the flags of the xDS config source (internal/xdsconfig),
+// XDSFlags are the flags of the xDS config source (internal/daemon/xdsconfig),
 // in place of -config, as Envoy Gateway serves configs to the reference.
 type XDSFlags struct {
 	Server, NodeID            string

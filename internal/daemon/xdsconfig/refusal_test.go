@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/testpki"
-	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/reload"
 )

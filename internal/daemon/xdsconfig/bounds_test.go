@@ -11,8 +11,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/testpki"
-	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
