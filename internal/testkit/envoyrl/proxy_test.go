@@ -13,7 +13,7 @@ import (
 
 func proxyFor(t *testing.T, name string) *Proxy {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "envoy", name))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "envoy", name))
 	if err != nil {
 		t.Fatal(err)
 	}
