@@ -31,11 +31,9 @@ import (
 	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/console"
-	"github.com/sluicehq/sluice/pkg/flagcache"
-	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/peerauth"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -159,29 +157,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer conn.Close()
 	mode, _ := localtier.ParseMode(o.mode)
-	var tier *localtier.Tier
 	sopts, err := o.ServerOptions(log, reg)
 	if err != nil {
 		return err
 	}
-	sopts.Decider = func(flags *flagcache.OverLimit) (limiter.Decider, error) {
-		to := o.tier.Options()
-		to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
-		to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, flags, log, reg
-		t, err := localtier.New(to)
-		tier = t
-		return t, err
-	}
-	srv, err := rls.NewServer(sopts)
+	sopts.Sidecar = true
+	parts, err := server.NewParts(sopts)
 	if err != nil {
-		if tier != nil {
-			tier.Close()
-		}
+		return err
+	}
+	to := o.tier.Options()
+	to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
+	to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, parts.Cache, log, reg
+	tier, err := localtier.New(to)
+	if err != nil {
+		parts.Close()
+		return err
+	}
+	srv, err := server.New(parts, tier)
+	if err != nil {
+		tier.Close()
 		return err
 	}
 	defer srv.Close()
 	defer tier.Close()
-	admin := srv.Admin(reg, rls.AdminOptions{
+	admin := srv.Admin(reg, server.AdminOptions{
 		Daemon: "sluice localfilter",
 		Readiness: func() (string, bool) {
 			// The upstream takes this sidecar's hits for a client's: they

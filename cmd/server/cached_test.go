@@ -97,6 +97,9 @@ func windowCounts(t *testing.T, rdb *redistest.Server) int {
 	}
 	n := 0
 	for _, k := range keys {
+		if c.Type(ctx, k).Val() != "string" {
+			continue // the replicas' heartbeat
+		}
 		v, err := c.Get(ctx, k).Result()
 		f := strings.Fields(v)
 		if err != nil || len(f) != 3 { // window start, count, the previous window's count

@@ -4,20 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/console"
-	"github.com/sluicehq/sluice/pkg/flagcache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localtier"
 	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 )
 
 // run is the whole server: it returns when ctx is done and shutdown has
@@ -44,47 +45,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	storeName := "memory"
 	sopts.StoreTimeout, sopts.RedisPipelines, sopts.FailureMode = o.storeTimeout, o.writers, mode
 	sopts.LocalShare, sopts.MaxWait, sopts.Breaker, sopts.MemoryKeys, sopts.MemoryBytes = o.localShare, o.maxWait, o.breaker, o.memoryKeys, o.memoryBytes
 	if client != nil {
 		defer client.Close()
 		countRoundTrips(client, newRoundTrips(reg))
 		sopts.Redis, sopts.Cluster = client, cluster
-		storeName = "redis"
-		if cluster {
-			storeName = "redis-cluster"
-		}
 	}
-	var tier *localtier.Tier
-	var readiness rls.Readiness
-	if o.redisMode == "cached" {
+	sopts.Cached = o.redisMode == "cached"
+	if sc, ok := client.(redis.Scripter); ok && sopts.Cached {
 		// The replicas in cached mode divide each tight limit's pool among
 		// their tiers.
-		if sc, ok := client.(redis.Scripter); ok {
-			replicas := global.NewReplicas(sc, o.KeyPrefix+"cached-replicas")
-			rctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go replicas.Run(rctx)
-			sopts.Replicas = replicas.Count
-		}
-		sopts.Tier = func(flags *flagcache.OverLimit, store rlsv3.RateLimitServiceClient) (limiter.Decider, error) {
-			to := o.tier.Options()
-			to.Upstream, to.Mode, to.FallbackShare, to.Cache = store, localtier.Async, o.localShare, flags
-			// The store answers within -store-max-wait (its failure mode
-			// error then); after a failure Redis is probed as the breaker
-			// would.
-			to.Timeout, to.RetryInterval, to.Logger, to.Registerer = o.maxWait, o.breaker.Cooldown, log, reg
-			t, err := localtier.New(to)
-			tier = t
-			return t, err
-		}
-		readiness = func() (string, bool) {
-			if !tier.Healthy() { // ready: it decides locally meanwhile
-				return "redis unavailable (deciding locally at -local-share)", true
-			}
-			return "", true
-		}
+		replicas := global.NewReplicas(sc, o.KeyPrefix+"cached-replicas")
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go replicas.Run(rctx)
+		sopts.Replicas = replicas.Count
 	}
 	sopts.ShareBytes = o.shareBytes
 	sopts.Proxies = peerauth.Options{
@@ -94,10 +70,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	switch {
 	case o.trustAny:
 		log.Warn("-trust-any-sidecar: every caller of the gRPC port may record hits and report demand as a sidecar; keep the port reachable by your own sidecars only")
-	case o.recordClients == "" && o.sidecarTokens == "" && o.redisMode != "cached":
+	case o.recordClients == "" && o.sidecarTokens == "" && !sopts.Cached:
 		log.Info("no sidecar is known (-record-clients, -sidecar-tokens): a sidecar's recorded hits are decided as ordinary requests; sync sidecars and Envoy are served as usual")
 	}
-	srv, err := rls.NewServer(sopts)
+	parts, err := server.NewParts(sopts)
+	if err != nil {
+		return err
+	}
+	var tier *localtier.Tier
+	var readiness server.Readiness
+	if sopts.Cached {
+		if tier, err = cachedTier(o, parts, log, reg); err != nil {
+			parts.Close()
+			return err
+		}
+		readiness = func() (string, bool) {
+			if !tier.Healthy() { // ready: it decides locally meanwhile
+				return "redis unavailable (deciding locally at -local-share)", true
+			}
+			return "", true
+		}
+	}
+	var front limiter.Decider
+	if tier != nil {
+		front = tier
+	}
+	srv, err := server.New(parts, front)
 	if err != nil {
 		if tier != nil {
 			tier.Close()
@@ -115,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if tier != nil {
 		failure = "local (cached)"
 	}
-	admin := rls.AdminOptions{Daemon: "sluice server", Readiness: readiness}
+	admin := server.AdminOptions{Daemon: "sluice server", Readiness: readiness}
 	if tier != nil {
 		admin.Sections = func() []console.Section {
 			st := tier.Status()
@@ -125,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, admin), func(g, h net.Addr) {
 		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"store", storeName, "redis_mode", o.redisMode, "failure_mode", failure, "config", srv.Config().Source(), "config_version", srv.Config().Current().Version())
+			"store", parts.StoreName(), "redis_mode", o.redisMode, "failure_mode", failure, "config", srv.Config().Source(), "config_version", srv.Config().Current().Version())
 	})
 	if tier != nil {
 		tier.Close() // record the hits admitted so far
@@ -135,4 +133,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// cachedTier is the server's cached Redis mode: the sidecar's async tier
+// in process, recording to this server's own store (parts.StoreService).
+func cachedTier(o *options, parts *server.Parts, log *slog.Logger, reg prometheus.Registerer) (*localtier.Tier, error) {
+	store, err := parts.StoreService()
+	if err != nil {
+		return nil, err
+	}
+	to := o.tier.Options()
+	to.Upstream, to.Mode, to.FallbackShare, to.Cache = rls.InProcess(store), localtier.Async, o.localShare, parts.Cache
+	// The store answers within -store-max-wait (its failure mode error
+	// then); after a failure Redis is probed as the breaker would.
+	to.Timeout, to.RetryInterval, to.Logger, to.Registerer = o.maxWait, o.breaker.Cooldown, log, reg
+	return localtier.New(to)
 }

@@ -30,8 +30,8 @@ descriptors:
     rate_limit: {name: per-client, unit: minute, requests_per_unit: 3, algorithm: fixed_window}
 `
 
-// server is a run() in this process, on ports the kernel chose.
-type server struct {
+// inProcess is a run() in this process, on ports the kernel chose.
+type inProcess struct {
 	grpcAddr, httpAddr string
 	client             rlsv3.RateLimitServiceClient
 	conn               *grpc.ClientConn
@@ -66,7 +66,7 @@ func writeConfig(t *testing.T, src string) string {
 
 // startServer runs the server with args (plus loopback listeners) until
 // the test ends, and checks that it shuts down cleanly.
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t *testing.T, args ...string) *inProcess {
 	t.Helper()
 	args = append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, args...)
 	pr, pw := io.Pipe()
@@ -76,7 +76,7 @@ func startServer(t *testing.T, args ...string) *server {
 		done <- run(ctx, args, func(string) string { return "" }, pw)
 		pw.Close()
 	}()
-	s := &server{logs: &logSink{}}
+	s := &inProcess{logs: &logSink{}}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)

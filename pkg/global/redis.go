@@ -159,6 +159,15 @@ type inflight struct {
 	calls  []ref
 }
 
+// DefaultTimeout is how long Redis may leave a reply overdue, answering
+// nothing else, before the store takes it as not answering
+// (RedisOptions.Timeout, the daemons' -store-timeout); DefaultWriters the
+// pipelines in flight (-redis-pipelines).
+const (
+	DefaultTimeout = 10 * time.Millisecond
+	DefaultWriters = 4
+)
+
 // NewRedis returns a store on opts.Client and starts its writers; Close
 // stops them.
 func NewRedis(opts RedisOptions) (*Redis, error) {
@@ -166,10 +175,10 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		return nil, errors.New("redis store: no client")
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Millisecond
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.Writers <= 0 {
-		opts.Writers = 4
+		opts.Writers = DefaultWriters
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 128

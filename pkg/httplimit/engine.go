@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
@@ -62,10 +62,10 @@ type EngineOptions struct {
 }
 
 // Engine is the in-process Limiter: sluice's own request path (the
-// service the server runs, assembled by rls.NewServer) on the descriptor
+// service the server runs, assembled by pkg/server) on the descriptor
 // config. Close releases it. It is safe for concurrent use.
 type Engine struct {
-	srv *rls.Server
+	srv *server.Server
 }
 
 // NewEngine loads the config, starts watching it, and returns the Engine.
@@ -73,11 +73,15 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	if opts.Config == "" {
 		return nil, errors.New("httplimit: EngineOptions.Config is required")
 	}
-	srv, err := rls.NewServer(rls.ServerOptions{
+	parts, err := server.NewParts(server.Options{
 		Config: opts.Config, Redis: opts.Redis, Cluster: opts.Cluster, StoreTimeout: opts.Timeout,
 		FailureMode: opts.FailureMode, Breaker: opts.Breaker, LocalShare: opts.LocalShare,
 		CacheSize: opts.CacheSize, Logger: opts.Logger, Registerer: opts.Registerer,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	srv, err := server.New(parts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}

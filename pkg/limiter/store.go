@@ -87,7 +87,8 @@ type StoreOptions struct {
 	// MaxWait bounds how long a request waits for the store when its caller
 	// set no deadline. A caller's deadline (Envoy sends its filter timeout)
 	// bounds it otherwise, less a little time to answer in. Past it the
-	// request is shed: decided on Fallback at LocalShare. Default 1s.
+	// request is shed: decided on Fallback at LocalShare. Default
+	// DefaultMaxWait(0): a second.
 	MaxWait time.Duration
 	Mode    FailureMode
 	// Fallback is the in-process store that sheds requests the store did
@@ -97,13 +98,19 @@ type StoreOptions struct {
 	// decides on Fallback, in (0, 1]. With N replicas, 1/N keeps the sum
 	// at the limit. Default 0.5.
 	LocalShare float64
-	// Breaker configures the circuit breaker; its defaults are pkg/breaker's
-	// (a failure ratio of 0.5 over 1s, at least 5 calls, 1s cooldown).
+	// Breaker configures the circuit breaker; a zero field takes
+	// pkg/breaker's default.
 	Breaker breaker.Options
 	Logger  *slog.Logger
 	Metrics *StoreMetrics
 	Now     func() time.Time
 }
+
+// DefaultMaxWait is how long a request with no deadline of its own waits
+// for a store whose timeout (global.RedisOptions.Timeout) is timeout: a
+// second, or five timeouts if longer (StoreOptions.MaxWait, the daemons'
+// -store-max-wait).
+func DefaultMaxWait(timeout time.Duration) time.Duration { return max(time.Second, 5*timeout) }
 
 // StoreDecider decides on a store (Redis) and tells three things apart:
 //
@@ -149,7 +156,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		return nil, errors.New("limiter: StoreOptions.Store and Fallback are required")
 	}
 	if opts.MaxWait <= 0 {
-		opts.MaxWait = time.Second
+		opts.MaxWait = DefaultMaxWait(0)
 	}
 	if opts.LocalShare == 0 {
 		opts.LocalShare = 0.5

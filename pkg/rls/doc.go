@@ -4,9 +4,10 @@
 // reads through limiter.Request), hands it to the core, and writes the
 // core's answer as Envoy's response; errors become gRPC status codes here
 // and nowhere else. It also carries the side channel a sluice sidecar
-// uses on the same API (SidecarKey and the metadata around it), and
-// assembles a whole service (NewServer) the daemons and pkg/httplimit use.
+// uses on the same API (SidecarKey and the metadata around it), and who
+// may use it (pkg/peerauth). It is Envoy's wire and nothing else:
+// pkg/server assembles a whole service around it.
 //
-// It depends on the core, the stores and the Envoy protos; the core must
-// not depend on it.
+// It depends on the core and the Envoy protos, never on a store; the core
+// must not depend on it.
 package rls

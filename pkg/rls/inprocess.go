@@ -22,7 +22,7 @@ const shouldRateLimitMethod = "/envoy.service.ratelimit.v3.RateLimitService/Shou
 // grpc.Trailer call options (other options are ignored). Nothing is
 // serialized: the service reads the caller's request, which must not
 // change until the call returns. It is what the server's local tier calls
-// its own store through (ServerOptions.Tier): a caller in this process,
+// its own store through (server.Parts.StoreService, cached mode): a caller in this process,
 // and so a sidecar the service trusts (peerauth.InProcess).
 func InProcess(s rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceClient { return inProcess{s} }
 

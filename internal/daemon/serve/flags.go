@@ -128,7 +128,7 @@ func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
 	return NewLogger(f.LogLevel, f.LogFormat, w)
 }
 
-// ServiceCacheSize is -cache-size as rls.ServerOptions.CacheSize takes
+// ServiceCacheSize is -cache-size as server.Options.CacheSize takes
 // it: the flag's 0 turns the cache off, the option's picks the default.
 func (f *Flags) ServiceCacheSize() int {
 	if f.CacheSize == 0 {

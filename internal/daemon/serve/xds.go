@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/daemon/xdsconfig"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/reload"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 )
 
 // XDSFlags are the flags of the xDS config source (internal/daemon/xdsconfig),
@@ -65,15 +65,15 @@ func HostOf(addr string) string {
 	return addr
 }
 
-// ServerOptions are the rls.ServerOptions both daemons take from these
+// ServerOptions are the server.Options both daemons take from these
 // flags: the config source and the answer's settings.
-func (f *Flags) ServerOptions(log *slog.Logger, reg prometheus.Registerer) (rls.ServerOptions, error) {
+func (f *Flags) ServerOptions(log *slog.Logger, reg prometheus.Registerer) (server.Options, error) {
 	sizes := config.SizeBounds{MaxFileBytes: f.ConfigMaxFileBytes, MaxTotalBytes: f.ConfigMaxTotalBytes}
 	src, name, err := f.XDS.Source(log, sizes)
 	if err != nil {
-		return rls.ServerOptions{}, err
+		return server.Options{}, err
 	}
-	return rls.ServerOptions{
+	return server.Options{
 		Config: f.Config, ConfigSource: src, ConfigSourceName: name, ConfigSizes: sizes,
 		CacheSize: f.ServiceCacheSize(), TopKeysBytes: f.TopKeysBytes, KeyPrefix: f.KeyPrefix, LegacyHeaders: f.LegacyHeaders,
 		DynamicMetadata: f.DynamicMetadata, ShadowAll: f.ShadowAll, QuotaAll: f.QuotaAll, ReferenceMetrics: f.ReferenceMetrics,

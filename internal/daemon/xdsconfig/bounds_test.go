@@ -13,14 +13,14 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/xdstest"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 )
 
 // maxPushMemory is issue 21's bound on what a hostile push may cost.
 const maxPushMemory = 400 << 20
 
 // xdsServer is a rate-limit service fed by a test control plane over mTLS.
-func xdsServer(t *testing.T, o Options) (*xdstest.ControlPlane, *rls.Server) {
+func xdsServer(t *testing.T, o Options) (*xdstest.ControlPlane, *server.Server) {
 	t.Helper()
 	ca := testpki.New(t)
 	cp := xdstest.Start(t, ca, "127.0.0.1:0")
@@ -29,7 +29,7 @@ func xdsServer(t *testing.T, o Options) (*xdstest.ControlPlane, *rls.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rls.NewServer(rls.ServerOptions{ConfigSource: src, ConfigSourceName: src.Name()})
+	srv, err := newServer(server.Options{ConfigSource: src, ConfigSourceName: src.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // decisions asks srv for gateway's client limit from callers goroutines
 // until stop is called, which returns every decision's latency and the
 // limits answered.
-func decisions(t *testing.T, srv *rls.Server, callers int) (stop func() (lat []time.Duration, limits map[uint32]int)) {
+func decisions(t *testing.T, srv *server.Server, callers int) (stop func() (lat []time.Duration, limits map[uint32]int)) {
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -143,4 +143,13 @@ func TestDeepPushBounded(t *testing.T) {
 	if nack := cp.Nacks()[0]; !containsAll(nack, "deep", "64") {
 		t.Errorf("NACK %q does not name the resource and the bound", nack)
 	}
+}
+
+// newServer is a service on the in-memory store fed by o's source.
+func newServer(o server.Options) (*server.Server, error) {
+	p, err := server.NewParts(o)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(p, nil)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/xdstest"
-	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/server"
 )
 
 // TestXDSSource drives sluice through what Envoy Gateway does to the
@@ -32,7 +32,7 @@ func TestXDSSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rls.NewServer(rls.ServerOptions{ConfigSource: src, ConfigSourceName: src.Name()})
+	srv, err := newServer(server.Options{ConfigSource: src, ConfigSourceName: src.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,9 +105,11 @@ var allowed = map[string][]string{
 	"pkg/console":     {"pkg/config", "pkg/algorithm", "pkg/reload", "pkg/topkeys"},
 	"pkg/global":      {"pkg/algorithm"},
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
-	"pkg/rls":         {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/global", "pkg/reload", "pkg/share", "pkg/topkeys", "pkg/wire", "pkg/console", "pkg/peerauth"},
-	"pkg/localtier":   {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
-	"pkg/httplimit":   {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/wire"},
+	// Envoy's wire: it reaches no store (pkg/server assembles one).
+	"pkg/rls":       {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth", "pkg/share", "pkg/wire"},
+	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/flagcache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rls", "pkg/share", "pkg/topkeys"},
+	"pkg/localtier": {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
+	"pkg/httplimit": {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/server", "pkg/wire"},
 }
 
 // TestCoreKnowsNoWire fails when a core package reaches gRPC, protobuf,

@@ -1,4 +1,4 @@
-package rls
+package server
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func adminServer(tb testing.TB, limits int, clock *adminClock) (*Server, http.Ha
 		tb.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := NewServer(ServerOptions{Config: path, Registerer: reg})
+	s, err := newServer(Options{Config: path, Registerer: reg})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -114,4 +114,14 @@ func TestAdminPageListsBusiest(t *testing.T) {
 	if n := strings.Count(page, `class="topkey"`); n != console.MaxTopLimits*console.MaxTopKeys {
 		t.Errorf("%d keys listed; want %d", n, console.MaxTopLimits*console.MaxTopKeys)
 	}
+}
+
+// newServer is a server on its own store, as the server daemon without
+// Redis assembles it.
+func newServer(o Options) (*Server, error) {
+	p, err := NewParts(o)
+	if err != nil {
+		return nil, err
+	}
+	return New(p, nil)
 }

@@ -1,4 +1,4 @@
-package rls
+package server
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/console"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
@@ -31,18 +32,18 @@ const (
 // sample reads the request counters once a second into the history the
 // admin page charts, until ctx ends.
 func (s *Server) sample(ctx context.Context) {
-	if s.metrics == nil {
+	if s.parts.Metrics == nil {
 		return
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	s.history.Sample(time.Now(), s.metrics.RequestTotals())
+	s.history.Sample(time.Now(), s.parts.Metrics.RequestTotals())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			s.history.Sample(now, s.metrics.RequestTotals())
+			s.history.Sample(now, s.parts.Metrics.RequestTotals())
 		}
 	}
 }
@@ -100,11 +101,11 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		serving := "config " + s.config.Current().Version() + " from " + s.config.Source()
+		serving := "config " + s.parts.Config.Current().Version() + " from " + s.parts.Config.Source()
 		msg := "ready: " + serving
 		note, ready := readiness()
-		if s.config.Current() == nil {
-			note, ready = "no config yet from "+s.config.Source(), false
+		if s.parts.Config.Current() == nil {
+			note, ready = "no config yet from "+s.parts.Config.Source(), false
 		}
 		if !ready {
 			http.Error(w, "not ready: "+note+"; "+serving, http.StatusServiceUnavailable)
@@ -113,7 +114,7 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 		if note != "" {
 			msg += "; " + note
 		}
-		if err := s.config.LastError(); err != nil {
+		if err := s.parts.Config.LastError(); err != nil {
 			msg += "; last reload rejected: " + err.Error()
 		}
 		fmt.Fprintln(w, msg)
@@ -151,14 +152,14 @@ func (s *Server) Admin(gather prometheus.Gatherer, o AdminOptions) *http.ServeMu
 	})
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Sluice-Config-Source", s.config.Source())
+		w.Header().Set("X-Sluice-Config-Source", s.parts.Config.Source())
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(s.config.Current()); err != nil {
+		if err := enc.Encode(s.parts.Config.Current()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
-	mux.Handle("/json", JSONHandler(s.Service))
+	mux.Handle("/json", rls.JSONHandler(s.Service))
 	return mux
 }
 
@@ -167,16 +168,16 @@ func (s *Server) status(o AdminOptions, build string) console.Status {
 	now := time.Now()
 	st := console.Status{
 		Daemon: o.Daemon, Build: build, Started: s.started, Now: now,
-		Config: s.config.Status(), Limits: s.config.Current(),
+		Config: s.parts.Config.Status(), Limits: s.parts.Config.Current(),
 		Decisions: s.history.Series(now), TopMinutes: topMinutes,
 	}
 	st.Top, st.TopMore = s.top.Busiest(console.MaxTopLimits, console.MaxTopKeys)
-	if s.storeName != "" {
+	if s.parts.storeName != "" {
 		st.Sections = append(st.Sections, s.storeSection())
 	}
-	if s.flags != nil {
+	if s.parts.Cache != nil {
 		st.Sections = append(st.Sections, console.Section{Title: "Flag cache", Fields: []console.Field{
-			{Name: "keys flagged over limit", Value: strconv.Itoa(s.flags.Len())},
+			{Name: "keys flagged over limit", Value: strconv.Itoa(s.parts.Cache.Len())},
 		}})
 	}
 	if o.Sections != nil {
@@ -188,30 +189,30 @@ func (s *Server) status(o AdminOptions, build string) console.Status {
 // storeSection is the store's state: which store, and on Redis its
 // breaker and failure mode.
 func (s *Server) storeSection() console.Section {
-	fields := []console.Field{{Name: "store", Value: s.storeName}}
-	if s.store == nil {
+	fields := []console.Field{{Name: "store", Value: s.parts.storeName}}
+	if s.parts.sd == nil {
 		fields[0].Value += " (embedded; cannot be unavailable)"
 		return console.Section{Title: "Store", Fields: fields}
 	}
 	br := console.Field{Name: "breaker"}
-	switch state := s.store.State(); state {
+	switch state := s.parts.sd.State(); state {
 	case breaker.Closed:
 		br.Value = "closed: Redis answering"
 	default:
 		br.Value, br.Alert = state.String()+": deciding by the failure mode", true
 	}
-	fields = append(fields, br, console.Field{Name: "failure mode", Value: s.store.Mode().String()})
+	fields = append(fields, br, console.Field{Name: "failure mode", Value: s.parts.sd.Mode().String()})
 	return console.Section{Title: "Store", Fields: fields}
 }
 
 // storeReadiness: a dead store is ready enough when the failure mode
 // decides without it; with mode error every request would fail.
 func (s *Server) storeReadiness() (string, bool) {
-	if s.store == nil || s.store.Healthy() {
+	if s.parts.sd == nil || s.parts.sd.Healthy() {
 		return "", true
 	}
-	if s.store.Mode() == limiter.FailError {
+	if s.parts.sd.Mode() == limiter.FailError {
 		return "rate limit store unavailable (failure mode error)", false
 	}
-	return "store unavailable, failure mode " + s.store.Mode().String(), true
+	return "store unavailable, failure mode " + s.parts.sd.Mode().String(), true
 }
