@@ -84,10 +84,10 @@ descriptors:
 				if recovered := time.Since(back); recovered > time.Second+margin {
 					t.Errorf("the server used Redis again %v after it answered; want within 1s (+%v margin)", recovered, margin)
 				}
-				decided := server.metric(t, "sluice_tier_decisions_total", "tier", limiter.TierStore)
+				decided := server.metric(t, "sluice_tier_decisions_total", "tier", string(limiter.SourceStore))
 				time.Sleep(300 * time.Millisecond)
 				res := stop()
-				if n := server.metric(t, "sluice_tier_decisions_total", "tier", limiter.TierStore); n <= decided {
+				if n := server.metric(t, "sluice_tier_decisions_total", "tier", string(limiter.SourceStore)); n <= decided {
 					t.Errorf("no decision by the store after Redis returned (%v before, %v after)", decided, n)
 				}
 

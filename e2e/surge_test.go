@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/tools/loadgen"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
@@ -75,7 +75,8 @@ descriptors:
 	if at.OK != keys*limit {
 		t.Errorf("at the limit: %d admitted; want exactly %d (%d keys × %d)", at.OK, keys*limit, keys, limit)
 	}
-	for _, tier := range []string{limiter.TierShed, limiter.TierFailureMode} {
+	for _, source := range []limiter.Source{limiter.SourceShed, limiter.SourceFailureMode} {
+		tier := string(source)
 		if n := server.metric(t, "sluice_tier_decisions_total", "tier", tier); n != 0 {
 			t.Errorf("%v requests decided by tier %s; want all by Redis or the flag cache", n, tier)
 		}

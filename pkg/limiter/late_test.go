@@ -38,9 +38,9 @@ func TestExactBatchIsNotShed(t *testing.T) {
 		err := d.Decide(context.Background(), b)
 		switch {
 		case exact && !errors.Is(err, ErrLate):
-			t.Errorf("an exact batch the store did not answer in time: %v, tier %q; want ErrLate", err, b.Tier)
-		case !exact && (err != nil || b.Tier != TierShed):
-			t.Errorf("a client's batch the store did not answer in time: %v, tier %q; want shed", err, b.Tier)
+			t.Errorf("an exact batch the store did not answer in time: %v, tier %q; want ErrLate", err, b.Source)
+		case !exact && (err != nil || b.Source != SourceShed):
+			t.Errorf("a client's batch the store did not answer in time: %v, tier %q; want shed", err, b.Source)
 		}
 	}
 	if !d.Healthy() {

@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"code"}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tier_decisions_total",
-			Help: "Requests by the tier that decided them and result (ok, over_limit). Server tiers: flag_cache, store, shed (in memory at -local-share: the store had not answered near the caller's deadline, this process being behind), failure_mode, config (requests_per_unit 0); sidecar tiers: flag_cache, local_bucket, allowance (async: its share of a tight key spent), global, slow (sync: the upstream answers, but not this call in time; decided within the sidecar's allowance and recorded), fallback (the upstream is gone).",
+			Help: "Requests by what decided them (limiter.Source: " + sourceList() + ") and result (ok, over_limit).",
 		}, []string{"tier", "result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
@@ -170,9 +170,9 @@ func (m *Metrics) request(code string) {
 	}
 }
 
-func (m *Metrics) tierDecision(tier, result string) {
+func (m *Metrics) sourceDecision(source Source, result string) {
 	if m != nil {
-		m.tiers.WithLabelValues(tier, result).Inc()
+		m.tiers.WithLabelValues(string(source), result).Inc()
 	}
 }
 

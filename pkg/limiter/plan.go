@@ -29,8 +29,8 @@ type decision struct {
 	blocked bool
 	// cached: answered from the flag cache.
 	cached bool
-	// tier decided the request; empty when no limit applied.
-	tier   string
+	// source decided the request; empty when no limit applied.
+	source Source
 	answer Answer
 
 	// The slices' backing arrays for a small request.

@@ -51,9 +51,9 @@ type Batch struct {
 	// Unavailable is set when the failure mode denied because the store
 	// was unavailable; the answer says so.
 	Unavailable bool
-	// Tier names what decided, for sluice_tier_decisions_total: set by the
-	// Decider; empty means TierStore.
-	Tier string
+	// Source names what decided, for sluice_tier_decisions_total: set by
+	// the Decider; empty means SourceStore.
+	Source Source
 	// Exact asks for the store's answer or none: a caller that decides
 	// locally itself when the store is late (a sidecar: its sync call, its
 	// recorded hits) gets ErrLate rather than an answer decided in this
@@ -61,14 +61,6 @@ type Batch struct {
 	Exact bool
 }
 
-// Tiers the Service itself reports in sluice_tier_decisions_total.
-const (
-	TierStore       = "store"        // the Decider, when it names no tier
-	TierFlagCache   = "flag_cache"   // the flag cache, without the Decider
-	TierConfig      = "config"       // a limit with requests_per_unit 0, without the Decider
-	TierFailureMode = "failure_mode" // StoreDecider's failure mode, the store unavailable
-	TierShed        = "shed"         // StoreDecider's local answer, this process too slow for the store's
-)
 
 // ErrUnavailable says the decision could not be made and the caller
 // (Envoy, through its failure_mode_deny) should decide.
@@ -194,10 +186,10 @@ func New(opts Options) (*Service, error) {
 func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*Answer, error) {
 	d, err := s.decide(ctx, req, o)
 	if err != nil {
-		s.count(nil, err, d.tier)
+		s.count(nil, err, d.source)
 		return nil, err
 	}
-	s.count(&d.answer, nil, d.tier)
+	s.count(&d.answer, nil, d.source)
 	return &d.answer, nil
 }
 
@@ -230,19 +222,19 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	}
 	switch {
 	case d.blocked:
-		d.tier = TierConfig
+		d.source = SourceConfig
 	case len(d.store.Items) > 0:
 		now := s.opts.Now()
 		if !o.Record && s.fromCache(d, now) {
-			d.tier = TierFlagCache
+			d.source = SourceFlagCache
 			break
 		}
 		if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {
 			return d, err
 		}
-		d.tier = d.store.Tier
-		if d.tier == "" {
-			d.tier = TierStore
+		d.source = d.store.Source
+		if d.source == "" {
+			d.source = SourceStore
 		}
 		d.batch.Unavailable = d.store.Unavailable
 		s.flag(cfg, &d.store, now)
@@ -255,9 +247,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	return d, nil
 }
 
-// count counts one request by outcome, and by the tier that decided it
+// count counts one request by outcome, and by the source that decided it
 // when one did.
-func (s *Service) count(a *Answer, err error, tier string) {
+func (s *Service) count(a *Answer, err error, source Source) {
 	code := "ok"
 	switch {
 	case err == nil && a.Overall == OverLimit:
@@ -271,8 +263,8 @@ func (s *Service) count(a *Answer, err error, tier string) {
 		code = "error"
 	}
 	s.opts.Metrics.request(code)
-	if tier != "" && err == nil {
-		s.opts.Metrics.tierDecision(tier, code)
+	if source != "" && err == nil {
+		s.opts.Metrics.sourceDecision(source, code)
 	}
 }
 

@@ -128,7 +128,7 @@ func DefaultMaxWait(timeout time.Duration) time.Duration { return max(time.Secon
 //   - The process is overloaded: the store has not answered by the time
 //     the caller's deadline is near (or MaxWait has passed) and has not
 //     failed either. The request is shed, decided in memory at LocalShare
-//     (Batch.Tier "shed"), and the breaker is not told: a slow process is
+//     (Batch.Source "shed"), and the breaker is not told: a slow process is
 //     not a dead store, and Envoy, which fails open on an error, should not
 //     lose its limits when traffic surges.
 //   - The caller went away: no decision.
@@ -272,7 +272,7 @@ func (d *StoreDecider) shed(ctx context.Context, b *Batch) error {
 	if b.Exact {
 		return ErrLate
 	}
-	b.Degraded, b.Tier = true, TierShed
+	b.Degraded, b.Source = true, SourceShed
 	return d.decideLocally(ctx, b)
 }
 
@@ -290,7 +290,7 @@ func (d *StoreDecider) decideLocally(ctx context.Context, b *Batch) error {
 // fail decides b by the failure mode.
 func (d *StoreDecider) fail(ctx context.Context, b *Batch, cause error) error {
 	d.opts.Metrics.failureModeDecision(d.opts.Mode)
-	b.Degraded, b.Tier = true, TierFailureMode
+	b.Degraded, b.Source = true, SourceFailureMode
 	switch d.opts.Mode {
 	case FailAllow:
 		for i, it := range b.Items {

@@ -253,14 +253,6 @@ func (t *Tier) Close() error {
 	return nil
 }
 
-// The tiers an answer can come from, as limiter.Batch.Tier and metric labels.
-const (
-	tierLocal     = "local_bucket"
-	tierAllowance = "allowance"
-	tierGlobal    = "global"
-	tierSlow      = "slow"     // sync: the upstream answers, but not this call in time
-	tierFallback  = "fallback" // the upstream is gone
-)
 
 // Decide implements limiter.Decider.
 func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
@@ -272,13 +264,13 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 			return nil
 		}
 		set, ok := t.takeLocal(b, t.opts.Fraction, now)
-		b.Tier = tierLocal
+		b.Source = limiter.SourceLocalBucket
 		var short took
 		if ok && !t.allow.take(b, now.Sub(t.base).Nanoseconds(), &short) {
 			// Its share of a tight key is spent until the next answer.
 			t.returnLocal(b, t.opts.Fraction, now, set)
 			t.refuse(b, short)
-			ok, b.Tier = false, tierAllowance
+			ok, b.Source = false, limiter.SourceAllowance
 		}
 		t.record(b, now, ok)
 		return nil
@@ -292,7 +284,7 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	set, ok := t.takeLocal(b, share, now)
 	if !ok {
 		t.br.Release(probe)
-		b.Tier = tierLocal
+		b.Source = limiter.SourceLocalBucket
 		t.record(b, now, false) // the demand the upstream hears of (pkg/share)
 		return nil
 	}
@@ -340,7 +332,7 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	}
 	apply(b, c.resp, c.md)
 	t.br.Success(probe)
-	b.Tier = tierGlobal
+	b.Source = limiter.SourceGlobal
 	if !admitted(b) {
 		// The global limit rejected what the local bucket admitted: give the
 		// tokens back, so the local bucket counts only admitted hits and never
@@ -355,7 +347,7 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 
 // fallback decides b locally at the fallback share, without the upstream.
 func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
-	b.Degraded, b.Tier = true, tierFallback
+	b.Degraded, b.Source = true, limiter.SourceFallback
 	_, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now)
 	t.record(b, now, ok) // sent when the upstream returns, within MaxPending
 }

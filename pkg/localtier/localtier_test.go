@@ -196,8 +196,8 @@ func TestSyncRejectGivesLocalTokensBack(t *testing.T) {
 		up.client.ShouldRateLimit(context.Background(), req("route", "r"))
 	}
 	b := batch("route", "r", routeParams, 1)
-	if err := tier.Decide(context.Background(), b); err != nil || b.Results[0].Allowed || b.Tier != tierGlobal {
-		t.Fatalf("Decide = %v, %+v from %q; want rejected by the global tier", err, b.Results[0], b.Tier)
+	if err := tier.Decide(context.Background(), b); err != nil || b.Results[0].Allowed || b.Source != limiter.SourceGlobal {
+		t.Fatalf("Decide = %v, %+v from %q; want rejected by the global tier", err, b.Results[0], b.Source)
 	}
 	check := batch("route", "r", routeParams, 0)
 	tier.takeLocal(check, 1, time.Now())

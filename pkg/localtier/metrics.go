@@ -7,7 +7,7 @@ import (
 )
 
 // metrics are the sidecar's own; decisions by tier are rls's
-// sluice_tier_decisions_total, from limiter.Batch.Tier.
+// sluice_tier_decisions_total, from limiter.Batch.Source.
 type metrics struct {
 	upstreamCalls *prometheus.CounterVec
 	upstreamUp    prometheus.Gauge

@@ -42,7 +42,7 @@ func (t *Tier) answering(err error) bool {
 // they were admitted in, unless c's answer, when it comes, says the
 // upstream counted them (await).
 func (t *Tier) slow(b *limiter.Batch, share float64, now time.Time, set took, c *syncCall) {
-	b.Degraded, b.Tier = true, tierSlow
+	b.Degraded, b.Source = true, limiter.SourceSlow
 	var short took
 	if !t.allow.take(b, now.Sub(t.base).Nanoseconds(), &short) {
 		if c != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
 
@@ -60,8 +61,8 @@ func TestSyncSlowIsNotGone(t *testing.T) {
 	}
 	b := batch("route", "late", routeParams, 1)
 	b.Paths = []string{mustConfig(t).Match("edge", []config.Entry{{Key: "route", Value: "late"}}).Path}
-	if err := tier.Decide(context.Background(), b); err != nil || !b.Results[0].Allowed || b.Tier != tierSlow {
-		t.Fatalf("a call the upstream did not answer in time: %v, %+v from %q; want admitted by tier %q", err, b.Results[0], b.Tier, tierSlow)
+	if err := tier.Decide(context.Background(), b); err != nil || !b.Results[0].Allowed || b.Source != limiter.SourceSlow {
+		t.Fatalf("a call the upstream did not answer in time: %v, %+v from %q; want admitted by tier %q", err, b.Results[0], b.Source, limiter.SourceSlow)
 	}
 	if !tier.Healthy() {
 		t.Fatal("one slow call opened the upstream's breaker")
@@ -83,8 +84,8 @@ func TestSyncSlowIsNotGone(t *testing.T) {
 	up.frozen.Store(true)
 	clk.Advance(2 * slowWindow)
 	b = batch("route", "late", routeParams, 1)
-	if err := tier.Decide(context.Background(), b); err != nil || b.Tier != tierFallback || tier.Healthy() {
-		t.Fatalf("an upstream silent for %v: %v, %+v from %q, healthy %v; want the fallback, breaker open", 2*slowWindow, err, b.Results[0], b.Tier, tier.Healthy())
+	if err := tier.Decide(context.Background(), b); err != nil || b.Source != limiter.SourceFallback || tier.Healthy() {
+		t.Fatalf("an upstream silent for %v: %v, %+v from %q, healthy %v; want the fallback, breaker open", 2*slowWindow, err, b.Results[0], b.Source, tier.Healthy())
 	}
 }
 
@@ -97,8 +98,8 @@ func TestSyncLateAnswerCounted(t *testing.T) {
 	_, tier := sidecar(t, up, Options{Mode: Sync, Timeout: 30 * time.Millisecond, FlushInterval: time.Hour, BatchSize: 1 << 20, Registerer: reg})
 	b := batch("route", "counted", routeParams, 1)
 	b.Paths = []string{mustConfig(t).Match("edge", []config.Entry{{Key: "route", Value: "counted"}}).Path}
-	if err := tier.Decide(context.Background(), b); err != nil || !b.Results[0].Allowed || b.Tier != tierSlow {
-		t.Fatalf("a call answered after its deadline: %v, %+v from %q; want admitted by tier %q", err, b.Results[0], b.Tier, tierSlow)
+	if err := tier.Decide(context.Background(), b); err != nil || !b.Results[0].Allowed || b.Source != limiter.SourceSlow {
+		t.Fatalf("a call answered after its deadline: %v, %+v from %q; want admitted by tier %q", err, b.Results[0], b.Source, limiter.SourceSlow)
 	}
 	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(tier.m.lateCounted) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {

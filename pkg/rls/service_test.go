@@ -423,10 +423,11 @@ func TestFlagCache(t *testing.T) {
 		t.Fatalf("a flood of 1000 over-limit requests made %d store calls; want 0", n)
 	}
 	for _, c := range []struct {
-		tier, result string
-		want         float64
-	}{{limiter.TierStore, "ok", 3}, {limiter.TierStore, "over_limit", 1}, {limiter.TierFlagCache, "over_limit", 1000}} {
-		if got := counter(t, reg, "sluice_tier_decisions_total", "tier", c.tier, "result", c.result); got != c.want {
+		tier   limiter.Source
+		result string
+		want   float64
+	}{{limiter.SourceStore, "ok", 3}, {limiter.SourceStore, "over_limit", 1}, {limiter.SourceFlagCache, "over_limit", 1000}} {
+		if got := counter(t, reg, "sluice_tier_decisions_total", "tier", string(c.tier), "result", c.result); got != c.want {
 			t.Errorf("sluice_tier_decisions_total{tier=%q,result=%q} = %v; want %v", c.tier, c.result, got, c.want)
 		}
 	}

@@ -169,7 +169,7 @@ func TestOverloadIsShed(t *testing.T) {
 			if !d.Healthy() || store.calls.Load() != 8 {
 				t.Errorf("healthy %v after %d store calls; want closed and all 8 asked", d.Healthy(), store.calls.Load())
 			}
-			if got := counter(t, reg, "sluice_tier_decisions_total", "tier", limiter.TierShed, "result", "over_limit"); got != 7 {
+			if got := counter(t, reg, "sluice_tier_decisions_total", "tier", string(limiter.SourceShed), "result", "over_limit"); got != 7 {
 				t.Errorf("shed over_limit = %v; want 7", got)
 			}
 			if got := counter(t, reg, "sluice_store_errors_total"); got != 0 {
