@@ -58,9 +58,9 @@ type Status struct {
 	// or an unlimited limit); with Content only. Read only.
 	Limit      *config.Limit
 	ResetAfter time.Duration
-	// RetryAfter is how long until a retry can succeed, in µs: 0 when
-	// admitted or unlimited. A sidecar's flag cache holds the key for it.
-	RetryAfter int64
+	// RetryAfter is how long until a retry can succeed: 0 when admitted
+	// or unlimited. A sidecar's flag cache holds the key for it.
+	RetryAfter time.Duration
 	Remaining  uint32
 	Code       Code
 	// Limited: a limit applied to the descriptor (it matched one, and the
@@ -124,9 +124,9 @@ func (s *Service) answer(d *decision, content bool) {
 			st.Limit, st.Overridden = l, d.overridden[j]
 		}
 		st.Remaining = clampUint32(r.Remaining)
-		st.ResetAfter = micros(r.ResetAfter)
+		st.ResetAfter = durationFromMicros(r.ResetAfter)
 		if !r.Allowed {
-			st.RetryAfter = r.RetryAfter
+			st.RetryAfter = durationFromMicros(r.RetryAfter)
 		}
 		if (l.QuotaMode || s.opts.QuotaAll) && !l.ShadowMode {
 			quotas++
@@ -330,7 +330,8 @@ func headerSafe(s string) string {
 	}, s)
 }
 
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+// durationFromMicros is us µs (an algorithm.Result's unit) as a Duration.
+func durationFromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // ceilSeconds rounds µs up to whole seconds.
 func ceilSeconds(us int64) int64 {

@@ -97,14 +97,14 @@ func result(d localbucket.Decision, lim localbucket.Limit, p algorithm.Params, s
 	return algorithm.Result{
 		Allowed:    d.Allowed,
 		Remaining:  int64(max(0, math.Floor(left))),
-		RetryAfter: micros(d.RetryAfter),
+		RetryAfter: microsFromDuration(d.RetryAfter),
 		ResetAfter: int64(math.Ceil(max(0, size-left) / lim.Rate * 1e6)),
 	}
 }
 
-// micros is d in whole microseconds, rounded up so that a retry at that time
+// microsFromDuration is d in whole microseconds, rounded up so that a retry at that time
 // succeeds.
-func micros(d time.Duration) int64 {
+func microsFromDuration(d time.Duration) int64 {
 	us := int64(d / time.Microsecond)
 	if d%time.Microsecond != 0 {
 		us++

@@ -358,7 +358,7 @@ func (t *Tier) refuse(b *limiter.Batch, short took) {
 	for i := range b.Items {
 		if short&(1<<i) != 0 {
 			r := &b.Results[i]
-			r.Allowed, r.Remaining, r.RetryAfter = false, 0, micros(t.opts.FlushInterval)
+			r.Allowed, r.Remaining, r.RetryAfter = false, 0, microsFromDuration(t.opts.FlushInterval)
 		}
 	}
 }

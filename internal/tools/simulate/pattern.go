@@ -145,15 +145,15 @@ func ClientEntries(key string, i int) []config.Entry {
 	return []config.Entry{{Key: key, Value: fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255)}}
 }
 
-// micros converts seconds to microseconds, rounded.
-func micros(sec float64) int64 { return int64(math.Round(sec * 1e6)) }
+// microsFromSeconds converts seconds to microseconds, rounded.
+func microsFromSeconds(sec float64) int64 { return int64(math.Round(sec * 1e6)) }
 
 func steady(p Pattern, e []config.Entry) []Request {
 	end := p.Duration.Microseconds()
 	var trace []Request
 	// Times are k/rate, not a running sum, so rounding does not drift.
 	for k := 0; ; k++ {
-		t := micros(float64(k) / p.Rate)
+		t := microsFromSeconds(float64(k) / p.Rate)
 		if t >= end {
 			return trace
 		}
@@ -208,17 +208,17 @@ func bursty(p Pattern, rng *rand.Rand, e []config.Entry, trace []Request) ([]Req
 	end := p.Duration.Microseconds()
 	// A random phase, so that clients do not all burst at time zero.
 	t := rng.Float64() * (on + off).Seconds()
-	for micros(t) < end {
+	for microsFromSeconds(t) < end {
 		burst := rng.ExpFloat64() * on.Seconds()
 		for k := 0; ; k++ {
 			s := t + float64(k)/p.Rate
-			if s >= t+burst || micros(s) >= end {
+			if s >= t+burst || microsFromSeconds(s) >= end {
 				break
 			}
 			if len(trace) >= MaxRequests {
 				return nil, errTooMany
 			}
-			trace = append(trace, Request{Time: micros(s), Entries: e, Cost: 1})
+			trace = append(trace, Request{Time: microsFromSeconds(s), Entries: e, Cost: 1})
 		}
 		t += burst + rng.ExpFloat64()*off.Seconds()
 	}
@@ -229,11 +229,11 @@ func many(p Pattern, rng *rand.Rand, e []config.Entry, trace []Request) ([]Reque
 	// exp(σZ − σ²/2) has mean 1, so Rate is the clients' mean rate.
 	rate := p.Rate * math.Exp(manySigma*rng.NormFloat64()-manySigma*manySigma/2)
 	end := p.Duration.Microseconds()
-	for t := rng.ExpFloat64() / rate; micros(t) < end; t += rng.ExpFloat64() / rate {
+	for t := rng.ExpFloat64() / rate; microsFromSeconds(t) < end; t += rng.ExpFloat64() / rate {
 		if len(trace) >= MaxRequests {
 			return nil, errTooMany
 		}
-		trace = append(trace, Request{Time: micros(t), Entries: e, Cost: 1})
+		trace = append(trace, Request{Time: microsFromSeconds(t), Entries: e, Cost: 1})
 	}
 	return trace, nil
 }

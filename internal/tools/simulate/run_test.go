@@ -42,7 +42,7 @@ func at(seconds ...float64) []Request {
 	e := []config.Entry{{Key: "remote_address", Value: "10.0.0.1"}}
 	trace := make([]Request, len(seconds))
 	for i, s := range seconds {
-		trace[i] = Request{Time: micros(s), Entries: e}
+		trace[i] = Request{Time: microsFromSeconds(s), Entries: e}
 	}
 	return trace
 }
