@@ -162,21 +162,23 @@ type Result struct {
 // State is the stored state of one key under any algorithm. Exists is
 // false for a key with no state (a fresh key). The fields are shared:
 //
-//	token_bucket:   F tokens,             T last update
-//	gcra:           F theoretical arrival time (µs, fractional)
-//	fixed_window:   T window start,       A count,         B previous window's count
-//	sliding_window: T window start,       A current count, B previous count
+//	token_bucket:   Level tokens,                 Time last update
+//	gcra:           Level theoretical arrival time (µs, fractional)
+//	fixed_window:   Time window start,            Count, PrevCount the previous window's
+//	sliding_window: Time window start,            Count current, PrevCount previous
 //	sliding_log:    Log runs of accepted units, oldest first (see Run)
+//
+// The Lua scripts store the same numbers as f, t, a and b.
 //
 // A State is owned by whoever holds the key (a store, under its lock): the
 // functions here neither keep it nor share its Log, and a State is not safe
 // for concurrent writes. The zero value is a fresh key.
 type State struct {
-	Exists bool
-	F      float64
-	T      int64
-	A, B   int64
-	Log    []Run
+	Exists           bool
+	Level            float64
+	Time             int64
+	Count, PrevCount int64
+	Log              []Run
 }
 
 // Decide runs p's algorithm; p must be valid (Params.Validate: stores

@@ -29,7 +29,7 @@ func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	if count > 0 {
 		r.ResetAfter = left
 	}
-	return State{Exists: true, T: start, A: count, B: prev}, r
+	return State{Exists: true, Time: start, Count: count, PrevCount: prev}, r
 }
 
 // fixedWindowAt is s brought to now's window: its start, its count and
@@ -38,12 +38,12 @@ func fixedWindowAt(s State, p Params, now int64) (start, count, prev int64) {
 	start = windowStart(now, p.Window, p.Origin)
 	switch {
 	case !s.Exists:
-	case s.T >= start:
-		// s.T > start only when the clock went back: keep the later
+	case s.Time >= start:
+		// s.Time > start only when the clock went back: keep the later
 		// window and its count rather than start afresh.
-		start, count, prev = s.T, s.A, s.B
-	case s.T == start-p.Window:
-		prev = s.A
+		start, count, prev = s.Time, s.Count, s.PrevCount
+	case s.Time == start-p.Window:
+		prev = s.Count
 	}
 	return start, count, prev
 }
@@ -63,7 +63,7 @@ func fixedWindowRecord(s State, p Params, now, at, cost int64) State {
 	over := min(cost, max(0, prev+cost-p.Limit))
 	prev = min(prev+cost, p.Limit)
 	count = max(count, min(count+over, p.Limit+maxDebt(twoLimits(p), p.Limit)))
-	return State{Exists: true, T: start, A: count, B: prev}
+	return State{Exists: true, Time: start, Count: count, PrevCount: prev}
 }
 
 // fixedWindowKeep keeps a window's state through the next window, where a
@@ -78,8 +78,8 @@ func fixedWindowKeep(p Params, reset int64) int64 {
 // fixedWindowRefund takes cost off the window a take at taken counted it
 // in, if that window is still the key's.
 func fixedWindowRefund(s State, p Params, taken, cost int64) State {
-	if s.Exists && s.T == windowStart(taken, p.Window, p.Origin) {
-		s.A = max(0, s.A-cost)
+	if s.Exists && s.Time == windowStart(taken, p.Window, p.Origin) {
+		s.Count = max(0, s.Count-cost)
 	}
 	return s
 }

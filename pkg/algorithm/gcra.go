@@ -11,8 +11,8 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	tolerance := float64(float64(p.Burst) * interval)
 	fnow := float64(now)
 	tat := fnow
-	if s.Exists && s.F > fnow {
-		tat = s.F
+	if s.Exists && s.Level > fnow {
+		tat = s.Level
 	}
 	n := need(cost)
 	allowAt := tat + float64(float64(n)*interval) - tolerance
@@ -32,7 +32,7 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		tat = math.Max(tat, math.Min(tat+float64(float64(cost)*interval), most))
 	}
 	left := (tolerance - (tat - fnow)) / interval
-	return State{Exists: true, F: tat}, Result{
+	return State{Exists: true, Level: tat}, Result{
 		Allowed:    allowed,
 		Remaining:  floorNonNeg(left),
 		Left:       max(0, left),
@@ -45,7 +45,7 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 // at taken added.
 func gcraRefund(s State, p Params, _, cost int64) State {
 	if s.Exists {
-		s.F -= float64(float64(cost) * (float64(p.Window) / float64(p.Limit)))
+		s.Level -= float64(float64(cost) * (float64(p.Window) / float64(p.Limit)))
 	}
 	return s
 }

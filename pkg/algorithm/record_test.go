@@ -103,7 +103,7 @@ func TestRecordBucketsChargeNow(t *testing.T) {
 		p := Params{Kind: kind, Limit: 10, Window: sec, Burst: 10}
 		a, ra := Record(State{}, p, 5*sec, 800_000, 7)
 		b, rb := Record(State{}, p, 5*sec, 0, 7)
-		if a.F != b.F || a.T != b.T || ra != rb {
+		if a.Level != b.Level || a.Time != b.Time || ra != rb {
 			t.Errorf("%s: aged %+v %+v; now %+v %+v; want the same", kind, a, ra, b, rb)
 		}
 	}

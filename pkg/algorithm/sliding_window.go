@@ -8,10 +8,10 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 	var curr, prev int64
 	if s.Exists {
 		switch {
-		case s.T >= start: // same window, or the clock went back
-			start, curr, prev = s.T, s.A, s.B
-		case s.T == start-p.Window:
-			prev = s.A
+		case s.Time >= start: // same window, or the clock went back
+			start, curr, prev = s.Time, s.Count, s.PrevCount
+		case s.Time == start-p.Window:
+			prev = s.Count
 		}
 	}
 	elapsed := max(0, now-start)
@@ -55,7 +55,7 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 	case prev > 0:
 		r.ResetAfter = left
 	}
-	return State{Exists: true, T: start, A: curr, B: prev}, r
+	return State{Exists: true, Time: start, Count: curr, PrevCount: prev}, r
 }
 
 // slidingWindowRecord places cost admitted at `at` (at most a window
@@ -71,10 +71,10 @@ func slidingWindowRecord(s State, p Params, now, at, cost int64) State {
 	var curr, prev int64
 	if s.Exists {
 		switch {
-		case s.T >= start:
-			start, curr, prev = s.T, s.A, s.B
-		case s.T == start-p.Window:
-			prev = s.A
+		case s.Time >= start:
+			start, curr, prev = s.Time, s.Count, s.PrevCount
+		case s.Time == start-p.Window:
+			prev = s.Count
 		}
 	}
 	// What takes the closed window over its limit; a window already in
@@ -82,7 +82,7 @@ func slidingWindowRecord(s State, p Params, now, at, cost int64) State {
 	over := min(cost, max(0, prev+cost-p.Limit))
 	prev = max(prev, min(prev+cost, p.Limit))
 	curr += max(0, min(over, p.Limit-curr))
-	return State{Exists: true, T: start, A: curr, B: prev}
+	return State{Exists: true, Time: start, Count: curr, PrevCount: prev}
 }
 
 // slidingWindowRefund takes cost off the window a take at taken counted it
@@ -91,11 +91,11 @@ func slidingWindowRefund(s State, p Params, taken, cost int64) State {
 	if !s.Exists {
 		return s
 	}
-	switch start := windowStart(taken, p.Window, p.Origin); s.T {
+	switch start := windowStart(taken, p.Window, p.Origin); s.Time {
 	case start:
-		s.A = max(0, s.A-cost)
+		s.Count = max(0, s.Count-cost)
 	case start + p.Window:
-		s.B = max(0, s.B-cost)
+		s.PrevCount = max(0, s.PrevCount-cost)
 	}
 	return s
 }

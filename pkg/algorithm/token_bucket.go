@@ -10,7 +10,7 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 	capacity := float64(p.Burst)
 	tokens, updated := capacity, now
 	if s.Exists {
-		tokens, updated = s.F, s.T
+		tokens, updated = s.Level, s.Time
 	}
 	if now > updated {
 		tokens = math.Min(capacity, tokens+float64(float64(now-updated)*rate))
@@ -35,7 +35,7 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 		tokens = math.Min(tokens, math.Max(tokens-float64(cost), -float64(maxDebt(burstSize(p), p.Limit))))
 	}
 	reset := ceilPos((capacity - tokens) / rate)
-	return State{Exists: true, F: tokens, T: updated}, Result{
+	return State{Exists: true, Level: tokens, Time: updated}, Result{
 		Allowed:    allowed,
 		Remaining:  floorNonNeg(tokens),
 		Left:       max(0, tokens),
@@ -48,7 +48,7 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 // next decision caps the bucket at its burst again.
 func tokenBucketRefund(s State, _ Params, _, cost int64) State {
 	if s.Exists {
-		s.F += float64(cost)
+		s.Level += float64(cost)
 	}
 	return s
 }

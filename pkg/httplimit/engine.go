@@ -55,7 +55,7 @@ type EngineOptions struct {
 	// this process while Redis is away. Default 0.5, as the server's.
 	Breaker    breaker.Options
 	LocalShare float64
-	// CacheSize bounds the over-limit flag cache; 0 means flagcache.DefaultSize.
+	// CacheSize bounds the over-limit flag cache; 0 means cache.DefaultSize.
 	CacheSize  int
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -71,7 +71,7 @@ func newService(t *testing.T, src string, opts Options) *Service {
 	}
 	opts.Config = func() *config.Config { return cfg }
 	if opts.Decider == nil {
-		opts.Decider = Direct{Store: m}
+		opts.Decider = Infallible{Store: m}
 	}
 	s, err := New(opts)
 	if err != nil {

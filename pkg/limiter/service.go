@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/share"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
@@ -86,7 +86,7 @@ type Options struct {
 	Decider Decider
 	// Cache, if set, answers keys that were just found over limit from
 	// memory until their retry time.
-	Cache *flagcache.OverLimit
+	Cache *cache.OverLimit
 	// KeyPrefix starts every store key. Default "sluice:".
 	KeyPrefix string
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.

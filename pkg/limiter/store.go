@@ -66,15 +66,20 @@ func isStall(err error) bool {
 	return errors.As(err, &s) && s.Stalled()
 }
 
-// Direct decides on a store that cannot be unavailable (the in-memory
+// Infallible decides on a store that cannot be unavailable (the in-memory
 // store): no timeout, no breaker, no failure mode.
 //
 // It is safe for concurrent use if its Store is (both stores are). The zero
 // value has no Store and must not be used.
-type Direct struct{ Store Store }
+type Infallible struct{ Store Store }
+
+// Direct is Infallible's name before it, safe for concurrent use as it is.
+//
+// Deprecated: use Infallible; Direct goes in the next release.
+type Direct = Infallible
 
 // Decide implements Decider.
-func (d Direct) Decide(ctx context.Context, b *Batch) error {
+func (d Infallible) Decide(ctx context.Context, b *Batch) error {
 	return d.Store.Decide(ctx, b.Items, b.Results)
 }
 

@@ -29,7 +29,7 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := mustConfig(t)
-	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}, Shares: shares})
+	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Shares: shares})
 	clk := newClock()
 	reg := prometheus.NewRegistry()
 	// Flushes by hand: the interval (the most a report may give) is far

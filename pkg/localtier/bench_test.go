@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
@@ -40,7 +40,7 @@ descriptors:
 	if err != nil {
 		b.Fatal(err)
 	}
-	flags, _ := flagcache.New(100_000)
+	flags, _ := cache.New(100_000)
 	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)

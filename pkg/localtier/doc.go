@@ -5,7 +5,7 @@
 // rls.InProcess).
 //
 // For each request, after limiter.Service's flag cache ("already over limit
-// until T", the same pkg/flagcache the server uses), which async flush answers and
+// until T", the same pkg/cache the server uses), which async flush answers and
 // sync upstream answers fill:
 //
 //  1. a local token bucket per limit (pkg/localbucket) at Fraction of the
@@ -83,5 +83,5 @@
 // again; its longer bound keeps that to an upstream stalled past a second.
 //
 // It depends on pkg/rls (the Decider contract and the sidecar metadata),
-// pkg/localbucket, pkg/flagcache and the Envoy protos; not on a store.
+// pkg/localbucket, pkg/cache and the Envoy protos; not on a store.
 package localtier

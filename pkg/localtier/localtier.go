@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/pkg/breaker"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localbucket"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -96,7 +96,7 @@ type Options struct {
 	MaxKeys int
 	// Cache is the flag cache the limiter.Service in front uses; async answers
 	// fill it. Optional.
-	Cache *flagcache.OverLimit
+	Cache *cache.OverLimit
 	// Logger gets upstream transitions, once each. Default: discard.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

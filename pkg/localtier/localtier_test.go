@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/peerauth"
@@ -80,7 +80,7 @@ func upstream(t *testing.T) *countingUpstream {
 // gRPC, as cmd/server does (with gRPC's default 4 MB message limit).
 func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *countingUpstream {
 	t.Helper()
-	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}})
+	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}})
 }
 
 // serveService serves an rls.Service on the core opts describe.
@@ -111,7 +111,7 @@ func serveService(t *testing.T, opts limiter.Options) *countingUpstream {
 func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 	t.Helper()
 	cfg := mustConfig(t)
-	flags, _ := flagcache.New(1000)
+	flags, _ := cache.New(1000)
 	opts.Upstream, opts.Cache = up, flags
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Second // -race on a shared machine
@@ -594,7 +594,7 @@ func TestRecordedOnTheLimitMatched(t *testing.T) {
 	}
 	m, _ := global.NewMemory(global.MemoryOptions{})
 	up := serveUpstream(t, cfg, m)
-	flags, _ := flagcache.New(1000)
+	flags, _ := cache.New(1000)
 	tier, err := New(Options{Upstream: up, Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, Timeout: 5 * time.Second, Cache: flags})
 	if err != nil {
 		t.Fatal(err)

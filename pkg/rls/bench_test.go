@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/topkeys"
@@ -101,11 +101,11 @@ func benchService(b *testing.B, limit string, top ...*topkeys.Tracker) *Service 
 	if err != nil {
 		b.Fatal(err)
 	}
-	flags, err := flagcache.New(100_000)
+	flags, err := cache.New(100_000)
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: m}, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())}
+	opts := limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())}
 	if len(top) > 0 && top[0] != nil {
 		opts.TopKeys = top[0]
 	}

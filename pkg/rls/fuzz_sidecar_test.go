@@ -63,7 +63,7 @@ func FuzzRecordMetadata(f *testing.F) {
 	}
 	mem, _ := global.NewMemory(global.MemoryOptions{})
 	tr, _ := share.New(share.Options{})
-	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Direct{Store: mem}, Shares: tr})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: mem}, Shares: tr})
 	if err != nil {
 		f.Fatal(err)
 	}

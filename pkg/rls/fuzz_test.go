@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/wire"
@@ -159,7 +159,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	flags, _ := flagcache.New(1000)
+	flags, _ := cache.New(1000)
 	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
 	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {
@@ -196,7 +196,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	flags, _ := flagcache.New(1000)
+	flags, _ := cache.New(1000)
 	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
 	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/peerauth"
@@ -399,7 +399,7 @@ func TestBadRequests(t *testing.T) {
 // TestFlagCache: once the store says a key is over limit, a flood on it
 // costs no store calls until the retry time, and is admitted again then.
 func TestFlagCache(t *testing.T) {
-	c, err := flagcache.New(1000)
+	c, err := cache.New(1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func equalMaps(a, b map[string]string) bool {
 // decided under; once the config changes they are dropped, so a raised
 // limit applies at once.
 func TestReloadPurgesFlags(t *testing.T) {
-	c, err := flagcache.New(1000)
+	c, err := cache.New(1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestLongValuesAreLimited(t *testing.T) {
 // ones, so it flags nothing; and a flagged request's shadow limits are
 // reported as not asked, not as over limit.
 func TestFlagsOnlyForOneUnit(t *testing.T) {
-	c, err := flagcache.New(1000)
+	c, err := cache.New(1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/breaker"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
@@ -71,7 +71,7 @@ func TestFailureModes(t *testing.T) {
 			// With a flag cache: failure-mode answers must not be
 			// remembered as the store's (they would hide the outage from
 			// the breaker and outlast it).
-			flags, _ := flagcache.New(100)
+			flags, _ := cache.New(100)
 			h := start(t, limiter.Options{Decider: d, Cache: flags})
 			for i := range 10 {
 				resp, err := h.client.ShouldRateLimit(context.Background(), req)

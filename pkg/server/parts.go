@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/reload"
@@ -28,7 +28,7 @@ type Parts struct {
 	// Config is the config being served; Cache the flag cache (nil when
 	// off); Metrics the service's metrics (nil without a Registerer).
 	Config  *reload.Watcher
-	Cache   *flagcache.OverLimit
+	Cache   *cache.OverLimit
 	Metrics *limiter.Metrics
 	// Shares hands async tiers their allowances: sidecars', or in cached
 	// mode this server's own. Nil for a sidecar.
@@ -65,7 +65,7 @@ func NewParts(o Options) (_ *Parts, err error) {
 		o.MaxWait = limiter.DefaultMaxWait(o.StoreTimeout)
 	}
 	if o.CacheSize == 0 {
-		o.CacheSize = flagcache.DefaultSize
+		o.CacheSize = cache.DefaultSize
 	}
 	p := &Parts{opts: o}
 	defer func() {
@@ -88,7 +88,7 @@ func NewParts(o Options) (_ *Parts, err error) {
 		}
 	}
 	if o.CacheSize > 0 {
-		if p.Cache, err = flagcache.New(o.CacheSize); err != nil {
+		if p.Cache, err = cache.New(o.CacheSize); err != nil {
 			return nil, err
 		}
 		if o.Registerer != nil {
@@ -122,7 +122,7 @@ func (p *Parts) buildStore() error {
 	p.storeName = "memory"
 	if o.Redis == nil {
 		// The embedded store cannot be unavailable: no failure mode.
-		p.store = limiter.Direct{Store: memory}
+		p.store = limiter.Infallible{Store: memory}
 		return nil
 	}
 	p.storeName = "redis"

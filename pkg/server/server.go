@@ -80,7 +80,7 @@ type Options struct {
 	MemoryKeys  int
 	MemoryBytes int64
 
-	// CacheSize is the flag cache's keys: 0 means flagcache.DefaultSize,
+	// CacheSize is the flag cache's keys: 0 means cache.DefaultSize,
 	// a negative value turns it off.
 	CacheSize int
 	// DynamicMetadata: see WithDynamicMetadata.

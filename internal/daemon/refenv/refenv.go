@@ -13,7 +13,7 @@
 package refenv
 
 import (
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 
 	"errors"
 	"flag"
@@ -306,7 +306,7 @@ func cacheKeys(s string) (string, error) {
 	if err != nil || n < 0 {
 		return "", errors.New("not a size in bytes")
 	}
-	keys := n / (flagcache.KeyOverhead + 48) // a default key's 41 bytes take 48 on the heap
+	keys := n / (cache.KeyOverhead + 48) // a default key's 41 bytes take 48 on the heap
 	if n > 0 {
 		keys = max(keys, 1)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 	"github.com/sluicehq/sluice/internal/daemon/refenv"
 	"github.com/sluicehq/sluice/pkg/config"
-	"github.com/sluicehq/sluice/pkg/flagcache"
+	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
 
@@ -76,7 +76,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.Int64Var(&f.ConfigMaxTotalBytes, "config-max-total-bytes", config.DefaultMaxTotalBytes, "refuse a config directory (or an xDS push) whose files add up to more than this")
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", grpcAddr, "gRPC listen address: RateLimitService (for Envoy), health, reflection")
 	fs.StringVar(&f.HTTPAddr, "http-addr", httpAddr, "admin HTTP listen address: /healthz /readyz /metrics /config /json")
-	fs.IntVar(&f.CacheSize, "cache-size", flagcache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
+	fs.IntVar(&f.CacheSize, "cache-size", cache.DefaultSize, "keys in the over-limit flag cache; 0 turns it off")
 	fs.Int64Var(&f.TopKeysBytes, "top-keys-max-bytes", topkeys.DefaultMaxBytes, "bytes the admin views' keys refused most may hold (/debug/top, the admin page); refusals past it are still counted, unattributed")
 	fs.StringVar(&f.KeyPrefix, "key-prefix", "sluice:", "prefix of every store key (a sidecar's must be its server's)")
 	fs.BoolVar(&f.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset")

@@ -44,7 +44,7 @@ func listPackages(t *testing.T) map[string]pkgInfo {
 }
 
 // core is what decides without a wire or a store.
-var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/flagcache", "pkg/breaker", "pkg/localbucket", "pkg/share", "pkg/topkeys", "pkg/lrumap"}
+var core = []string{"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/cache", "pkg/breaker", "pkg/localbucket", "pkg/share", "pkg/topkeys", "pkg/lrumap"}
 
 // forbiddenInCore: no gRPC, no protobuf, no Envoy messages, no Redis
 // client, transitively.
@@ -93,7 +93,8 @@ var allowed = map[string][]string{
 	"pkg/algorithm":   {},
 	"pkg/breaker":     {},
 	"pkg/localbucket": {},
-	"pkg/flagcache":   {},
+	"pkg/cache":       {},
+	"pkg/flagcache":   {"pkg/cache"}, // pkg/cache's old name, deprecated
 	"pkg/lrumap":      {},
 	"pkg/peerauth":    {},
 	"pkg/share":       {"pkg/lrumap"},
@@ -104,11 +105,11 @@ var allowed = map[string][]string{
 	"pkg/reload":      {"pkg/config", "pkg/algorithm"},
 	"pkg/console":     {"pkg/config", "pkg/algorithm", "pkg/reload", "pkg/topkeys"},
 	"pkg/global":      {"pkg/algorithm"},
-	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
+	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/cache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
 	// Envoy's wire: it reaches no store (pkg/server assembles one).
 	"pkg/rls":       {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth", "pkg/share", "pkg/wire"},
-	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/flagcache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rls", "pkg/share", "pkg/topkeys"},
-	"pkg/localtier": {"pkg/algorithm", "pkg/config", "pkg/flagcache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
+	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/cache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rls", "pkg/share", "pkg/topkeys"},
+	"pkg/localtier": {"pkg/algorithm", "pkg/config", "pkg/cache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/rls", "pkg/share", "pkg/console"},
 	"pkg/httplimit": {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/server", "pkg/wire"},
 }
 

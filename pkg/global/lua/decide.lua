@@ -5,7 +5,7 @@
 --
 -- The arguments and the reply are packed (little-endian, struct's formats),
 -- so that neither side formats or parses a number as text, nor Redis
--- splits six arguments per item (see pkg/global/wire.go):
+-- splits six arguments per item (see pkg/global/pack.go):
 --
 -- KEYS      the items' state keys, request after request
 -- ARGV[1]   per request: now (d, µs; negative: read the store's clock,

@@ -1,4 +1,4 @@
-package flagcache
+package cache
 
 import (
 	"strconv"
