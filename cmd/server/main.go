@@ -1,8 +1,9 @@
 // Command server is sluice's global rate-limit service: Envoy's
 // envoy.service.ratelimit.v3 RateLimitService over gRPC, deciding on Redis
 // (single node, Cluster or Sentinel) or, with no Redis configured, on an
-// embedded in-memory store. An admin HTTP listener serves /healthz,
-// /readyz, /metrics, /config and /json.
+// embedded in-memory store. An admin HTTP listener serves the admin page
+// (/), /healthz, /readyz, /healthcheck, /metrics, /config, /json and
+// /debug/top.
 //
 // Every flag can also be set from the environment: -grpc-addr from
 // SLUICE_GRPC_ADDR, and so on. Run with -h for the list.

@@ -1,7 +1,8 @@
 // Package config owns the descriptor config: the envoyproxy/ratelimit YAML
 // format (domain, descriptors, key, value, rate_limit, shadow_mode,
-// detailed_metric, replaces, nested descriptors) plus sluice's extensions
-// under rate_limit (algorithm, burst, unit_multiplier), so that an existing
+// detailed_metric, replaces, quota_mode, share_threshold, value_to_metric,
+// metadata, nested descriptors) plus sluice's extensions under rate_limit
+// (algorithm, burst, unit_multiplier, count_refused, calendar), so that an existing
 // file loads as is, except for the few constructs listed under "Differences
 // from the reference" below.
 //
@@ -50,9 +51,8 @@
 //
 //   - unlimited: true refuses requests_per_unit and the extensions, not only
 //     a unit.
-//   - The newer reference fields value_to_metric and share_threshold are
-//     unknown fields: share_threshold changes which requests share a counter,
-//     so ignoring it would be wrong.
+//   - share_threshold on a value without a wildcard is refused (it shares
+//     nothing there).
 //   - A second YAML document in a file is refused (yaml.v2 ignores it).
 //   - A `*` inside a value is a wildcard (the reference matches it
 //     literally), and among matching patterns the most specific wins (the

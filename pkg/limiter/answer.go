@@ -37,9 +37,8 @@ const (
 // Answer is a decided request as a client is told of it: statuses one to
 // one with its descriptors, the verdict, and (DecideOptions.Content) the
 // headers and, on a 429, the problem-details body. Adapters turn it into
-// their wire form. It is read only.
-//
-// It is read only, and so safe to read from many goroutines.
+// their wire form. It is read only, and so safe to read from many
+// goroutines.
 type Answer struct {
 	// Config is the snapshot the request was matched on: Status.Limit is
 	// one of its limits unless Status.Overridden.
