@@ -42,7 +42,8 @@ func main() { serve.Main("sluice localfilter", run) }
 type options struct {
 	serve.Flags
 	tier                   serve.TierFlags
-	upstream, mode         string
+	upstream               string
+	mode                   localtier.Mode
 	fallbackShare          float64
 	upstreamTimeout, retry time.Duration
 	// TLS to the upstream.
@@ -59,7 +60,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.SetOutput(stderr)
 	o.Flags.Register(fs, ":9081", ":9080")
 	fs.StringVar(&o.upstream, "upstream", "", "the global server's gRPC address, host:port, or several comma-separated (round robin) (required)")
-	fs.StringVar(&o.mode, "mode", "async", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
+	o.mode = localtier.Async
+	fs.Var(&o.mode, "mode", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
 	fs.Float64Var(&o.fallbackShare, "fallback-share", 0.5, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
 	o.tier.Register(fs)
 	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
@@ -80,9 +82,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	}
 	if o.upstream == "" {
 		errs = append(errs, errors.New("-upstream is required (the global server's gRPC address)"))
-	}
-	if _, err := localtier.ParseMode(o.mode); err != nil {
-		errs = append(errs, fmt.Errorf("-mode: %w", err))
 	}
 	if o.fallbackShare <= 0 || o.fallbackShare > 1 {
 		errs = append(errs, errors.New("-fallback-share must be in (0, 1]"))
@@ -156,7 +155,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-upstream: %w", err)
 	}
 	defer conn.Close()
-	mode, _ := localtier.ParseMode(o.mode)
 	sopts, err := o.ServerOptions(log, reg)
 	if err != nil {
 		return err
@@ -167,7 +165,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	to := o.tier.Options()
-	to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), mode, o.fallbackShare
+	to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), o.mode, o.fallbackShare
 	to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, parts.Cache, log, reg
 	tier, err := localtier.New(to)
 	if err != nil {
@@ -203,7 +201,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	err = o.Serve(ctx, log, srv.Service, admin, func(g, h net.Addr) {
 		log.Info("sluice localfilter listening", "grpc_addr", g.String(), "http_addr", h.String(),
-			"upstream", o.upstream, "mode", mode.String(), "local_fraction", o.tier.Fraction, "config_version", srv.Config().Current().Version())
+			"upstream", o.upstream, "mode", o.mode.String(), "local_fraction", o.tier.Fraction, "config_version", srv.Config().Current().Version())
 	})
 	tier.Close() // flush the hits admitted so far
 	if err != nil {

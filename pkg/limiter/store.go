@@ -195,7 +195,7 @@ func (d *StoreDecider) changed(from, to breaker.State, cause error) {
 	switch {
 	case to == breaker.Open && from == breaker.Closed:
 		d.opts.Logger.Warn("rate limit store unavailable; deciding by failure mode until it returns",
-			"failure_mode", d.opts.Mode.String(), "error", errString(cause), "probe_every", d.opts.Breaker.Cooldown.String())
+			"failure_mode", d.opts.Mode.String(), slog.Any("error", cause), "probe_every", d.opts.Breaker.Cooldown.String())
 		d.opts.Metrics.setUp(false)
 	case to == breaker.Closed:
 		d.opts.Logger.Info("rate limit store recovered", "failure_mode", d.opts.Mode.String())
@@ -203,12 +203,6 @@ func (d *StoreDecider) changed(from, to breaker.State, cause error) {
 	}
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
 
 // Healthy reports whether the store is answering (the breaker is closed).
 func (d *StoreDecider) Healthy() bool { return d.breaker.State() == breaker.Closed }
@@ -222,17 +216,26 @@ func (d *StoreDecider) Mode() FailureMode { return d.opts.Mode }
 // answerTime is kept back from a caller's deadline to answer locally in.
 const answerTime = 2 * time.Millisecond
 
+// WithinDeadline is how long a call may wait at most, bounded by
+// longest and, when ctx has a deadline (Envoy's filter timeout), ending a
+// little before it (a tenth of what is left, 2 ms at most), so that a
+// silent store or upstream still leaves time to answer locally. The
+// StoreDecider and a sidecar's upstream calls share it.
+func WithinDeadline(ctx context.Context, longest time.Duration) time.Duration {
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		return min(longest, left-min(left/10, answerTime))
+	}
+	return longest
+}
+
 // Decide implements Decider.
 func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	probe, ok := d.breaker.Allow()
 	if !ok {
 		return d.fail(ctx, b, nil)
 	}
-	wait := d.opts.MaxWait
-	if deadline, ok := ctx.Deadline(); ok {
-		left := time.Until(deadline)
-		wait = min(wait, left-min(left/10, answerTime))
-	}
+	wait := WithinDeadline(ctx, d.opts.MaxWait)
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	start := time.Now()
 	err := d.opts.Store.Decide(sctx, b.Items, b.Results)

@@ -46,6 +46,15 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("mode %q: want sync or async", s)
 }
 
+// Set parses s into m (flag.Value: a -mode flag parses once).
+func (m *Mode) Set(s string) error {
+	v, err := ParseMode(s)
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
 func (m Mode) String() string {
 	if m == Async {
 		return "async"
@@ -222,7 +231,7 @@ func (t *Tier) changed(from, to breaker.State, cause error) {
 		t.m.upstreamUp.Set(0)
 		t.m.outages.Inc()
 		t.opts.Logger.Warn("upstream unavailable; deciding locally at the fallback share",
-			"error", errString(cause), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
+			slog.Any("error", cause), "fallback_share", t.opts.FallbackShare, "retry_every", t.opts.RetryInterval.String())
 	case to == breaker.Closed:
 		t.m.upstreamUp.Set(1)
 		t.opts.Logger.Info("upstream recovered")
@@ -233,12 +242,6 @@ func (t *Tier) changed(from, to breaker.State, cause error) {
 	}
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
 
 // Close stops the flusher after a last flush of the hits admitted and not
 // yet recorded. It is safe to call more than once.

@@ -19,10 +19,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/share"
 )
 
-// localAnswerTime is kept back from a caller's deadline for answering
-// locally when the upstream does not answer in time.
-const localAnswerTime = 2 * time.Millisecond
-
 // recordTimeout is the least a record call (an async flush) may wait.
 const recordTimeout = time.Second
 
@@ -64,11 +60,7 @@ func (t *Tier) callTimeout(ctx context.Context, kind string) time.Duration {
 		// bound (its store's -store-max-wait, 1 s by default).
 		timeout = max(timeout, recordTimeout)
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		left := time.Until(deadline)
-		timeout = min(timeout, left-min(left/10, localAnswerTime))
-	}
-	return timeout
+	return limiter.WithinDeadline(ctx, timeout)
 }
 
 // request builds an upstream request: each descriptor with its cost as an

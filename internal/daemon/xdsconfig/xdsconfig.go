@@ -114,7 +114,7 @@ func (s *Source) Run(ctx context.Context, w *reload.Watcher) error {
 		if got {
 			wait = s.opts.BackoffMin // it worked for a while: start over
 		}
-		s.opts.Logger.Warn("xDS config stream ended; dialling again", "server", s.opts.Server, "error", errString(err), "in", wait.String())
+		s.opts.Logger.Warn("xDS config stream ended; dialling again", "server", s.opts.Server, slog.Any("error", err), "in", wait.String())
 		jittered := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
 		select {
 		case <-ctx.Done():
@@ -126,12 +126,6 @@ func (s *Source) Run(ctx context.Context, w *reload.Watcher) error {
 	return nil
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
 
 // stream runs one stream: it reports whether a response came.
 func (s *Source) stream(ctx context.Context, w *reload.Watcher) (bool, error) {
