@@ -85,7 +85,11 @@ type Breaker struct {
 	until   time.Time // while open: when a probe may go
 	probing bool      // half-open: a probe is out
 	// The window: ring of buckets, the one for time t at index
-	// (t / bucket) mod len, each stamped with its slice's start.
+	// (t / bucket) mod len, each stamped with its slice's start. The tree
+	// has four such rings of time slots (this one, the pipelines' round
+	// trips, the admin page's history, the top keys' minutes), each a few
+	// lines over what its slots hold, read under its owner's lock: they
+	// share the idea, not enough code for a package.
 	ok, failed []int
 	stamp      []int64
 }

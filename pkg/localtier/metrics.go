@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_allowance_keys",
 				Help: "Tight keys this sidecar holds an allowance for (its share of what the limit has left, from the upstream's answers).",
-			}, func() float64 { return float64(t.allow.keys.Load()) }),
+			}, func() float64 { return float64(int64(t.allow.len())) }),
 		)
 	}
 	return m

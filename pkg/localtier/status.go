@@ -49,7 +49,7 @@ func (t *Tier) Status() console.Section {
 		{Name: "local fraction", Value: strconv.FormatFloat(t.opts.Fraction, 'g', -1, 64)},
 		{Name: "fallback share", Value: strconv.FormatFloat(t.opts.FallbackShare, 'g', -1, 64)},
 		{Name: "local bucket keys", Value: strconv.Itoa(t.local.Len())},
-		{Name: "allowance keys", Value: strconv.FormatInt(t.allow.keys.Load(), 10)},
+		{Name: "allowance keys", Value: strconv.FormatInt(int64(t.allow.len()), 10)},
 	}
 	if t.opts.Mode == Async {
 		fields = append(fields,

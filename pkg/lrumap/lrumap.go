@@ -10,6 +10,14 @@
 // the new size of a key's value are one step; callbacks must be short and
 // must not call back into the map.
 //
+// The share tracker and a sidecar's allowances use it. The tree's other
+// per-key tables are kept apart on purpose: the in-memory store locks
+// several shards at once to decide a request's keys atomically
+// (pkg/global); the flag cache and the local buckets keep fixed-size
+// slots in arrays, walked by their sweeps without chasing pointers (and
+// the buckets evict by CLOCK, so a flood of one-off keys evicts its own
+// kind); a sidecar's pending hits are drained whole at every flush.
+//
 // The package depends on nothing but the standard library.
 package lrumap
 
