@@ -127,17 +127,18 @@ func (s *Service) answer(d *decision, content bool) {
 		if !r.Allowed {
 			st.RetryAfter = durationFromMicros(r.RetryAfter)
 		}
-		if (l.QuotaMode || s.opts.QuotaAll) && !l.ShadowMode {
+		switch s.role(l) {
+		case quota:
 			quotas++
 			if !r.Allowed {
 				st.Code = OverLimit
 				quotaDenied = append(quotaDenied, j)
 			}
-			continue
-		}
-		if !r.Allowed && !l.ShadowMode {
-			st.Code, a.Overall = OverLimit, OverLimit
-			denied = append(denied, j)
+		case enforced:
+			if !r.Allowed {
+				st.Code, a.Overall = OverLimit, OverLimit
+				denied = append(denied, j)
+			}
 		}
 	}
 	// Quota descriptors fail the request only all together, as the

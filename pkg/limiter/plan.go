@@ -48,26 +48,46 @@ type decision struct {
 	}
 }
 
-// plan matches each descriptor and builds the batch of items to decide.
-// With paths (a sidecar's recorded hits: one per descriptor, see
-// DecideOptions.Paths), each descriptor's limit is the one its path names,
-// and no limit replaces another.
+// plan matches each descriptor and builds the batch of items to decide,
+// in steps each readable alone: match, dropReplaced, addItems,
+// settleBlocked. With paths (a sidecar's recorded hits: one per
+// descriptor, see DecideOptions.Paths), each descriptor's limit is the one
+// its path names, and no limit replaces another.
 func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decision {
-	domain := req.Domain()
-	n := req.Len()
 	d := &decision{cfg: cfg, batch: Batch{Request: req}}
+	n := req.Len()
 	var matched []*config.Limit
-	var basePaths []string // per descriptor, the configured limit it matched
 	if n <= smallRequest {
-		matched, d.itemOf, basePaths = d.small.matched[:n], d.small.itemOf[:n], d.small.basePaths[:n]
+		matched, d.itemOf, d.batch.Paths = d.small.matched[:n], d.small.itemOf[:n], d.small.basePaths[:n]
 		d.batch.Items, d.batch.Limits = d.small.items[:0], d.small.limits[:0]
 		d.batch.Descriptors, d.overridden = d.small.descs[:0], d.small.overridden[:0]
 	} else {
-		matched, d.itemOf, basePaths = make([]*config.Limit, n), make([]int, n), make([]string, n)
+		matched, d.itemOf, d.batch.Paths = make([]*config.Limit, n), make([]int, n), make([]string, n)
 	}
-	var overrides uint64 // bit i: descriptor i's limit is an override (MaxDescriptors ≤ 64)
+	overrides := match(cfg, req, paths, matched, d.batch.Paths)
+	if paths == nil {
+		dropReplaced(matched)
+	}
+	for i := range d.itemOf {
+		d.itemOf[i] = -1
+	}
+	// Limits to decide first, then the blocking ones (requests_per_unit
+	// 0), which the store is not asked about.
+	s.addItems(d, req, matched, overrides, false)
+	stored := len(d.batch.Items)
+	s.addItems(d, req, matched, overrides, true)
+	d.settleBlocked(stored)
+	return d
+}
+
+// match finds each descriptor's limit into matched (nil: none, or
+// unlimited) and the configured limit it matched before any override into
+// basePaths, and reports which descriptors' limits are Envoy's overrides
+// (bit i; MaxDescriptors ≤ 64).
+func match(cfg *config.Config, req Request, paths []string, matched []*config.Limit, basePaths []string) (overrides uint64) {
+	domain := req.Domain()
 	var entryBuf [MaxEntries]config.Entry
-	for i := range n {
+	for i := range matched {
 		var l *config.Limit
 		if paths != nil {
 			l = cfg.LimitAt(domain, paths[i])
@@ -94,58 +114,82 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 			matched[i] = l
 		}
 	}
-	d.batch.Paths = basePaths
-	if paths == nil {
-		dropReplaced(matched)
-	}
+	return overrides
+}
 
+// addItems adds an item for each matched limit that blocks (or, with
+// blocking false, that does not): its key, parameters, cost and mode.
+func (s *Service) addItems(d *decision, req Request, matched []*config.Limit, overrides uint64, blocking bool) {
 	reqCost := int64(req.Cost())
 	if reqCost == 0 {
 		reqCost = 1
 	}
 	var buf [128]byte
-	stored := 0
-	// Limits to decide first, then the blocking ones.
-	for pass := range 2 {
-		for i, l := range matched {
-			if pass == 0 {
-				d.itemOf[i] = -1
-			}
-			if l == nil || l.RateLimit.Blocks() != (pass == 1) {
-				continue
-			}
-			cost := reqCost
-			if c, set := req.DescriptorCost(i); set {
-				cost = int64(c) // an explicit 0 checks without consuming
-			}
-			p := l.RateLimit.Params()
-			if loc := l.RateLimit.Calendar; loc != nil {
-				// This period of the calendar; the store rolls to the next
-				// at this length if its clock is already past the end.
-				start, end := config.CalendarPeriod(s.opts.Now(), l.RateLimit.Unit, loc)
-				p.Origin, p.Window = start.UnixMicro(), end.Sub(start).Microseconds()
-			}
-			if s.opts.ReferenceCounting && !l.RateLimit.AlgorithmSet {
-				p.Kind, p.Burst = algorithm.FixedWindow, p.Limit // the reference's only algorithm
-			}
-			key := s.appendKey(buf[:0], domain, l, p, req, i)
-			d.itemOf[i] = len(d.batch.Items)
-			// A quota limit never holds the others back (answer decides
-			// whether quotas fail the request): the store treats it as a
-			// shadow one.
-			it := algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: l.ShadowMode || l.QuotaMode || s.opts.QuotaAll}
-			if s.opts.ReferenceCounting || l.RateLimit.CountRefused {
-				it.Mode = algorithm.Count // a sidecar's records are Force (decide)
-			}
-			d.batch.Items = append(d.batch.Items, it)
-			d.batch.Limits = append(d.batch.Limits, l)
-			d.batch.Descriptors = append(d.batch.Descriptors, i)
-			d.overridden = append(d.overridden, overrides&(1<<i) != 0)
+	for i, l := range matched {
+		if l == nil || l.RateLimit.Blocks() != blocking {
+			continue
 		}
-		if pass == 0 {
-			stored = len(d.batch.Items)
+		cost := reqCost
+		if c, set := req.DescriptorCost(i); set {
+			cost = int64(c) // an explicit 0 checks without consuming
 		}
+		p := s.params(l)
+		key := s.appendKey(buf[:0], req.Domain(), l, p, req, i)
+		d.itemOf[i] = len(d.batch.Items)
+		// Only an enforced limit holds the others back: a shadow one never
+		// does, and a quota one fails the request only with all the
+		// others (answer): the store treats both as shadow items.
+		it := algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: s.role(l) != enforced}
+		if s.opts.ReferenceCounting || l.RateLimit.CountRefused {
+			it.Mode = algorithm.Count // a sidecar's records are Force (decide)
+		}
+		d.batch.Items = append(d.batch.Items, it)
+		d.batch.Limits = append(d.batch.Limits, l)
+		d.batch.Descriptors = append(d.batch.Descriptors, i)
+		d.overridden = append(d.overridden, overrides&(1<<i) != 0)
 	}
+}
+
+// params are l's algorithm parameters for a decision now: the calendar's
+// current period, and under ReferenceCounting the reference's fixed
+// window where the config names no algorithm.
+func (s *Service) params(l *config.Limit) algorithm.Params {
+	p := l.RateLimit.Params()
+	if loc := l.RateLimit.Calendar; loc != nil {
+		// This period of the calendar; the store rolls to the next at this
+		// length if its clock is already past the end.
+		start, end := config.CalendarPeriod(s.opts.Now(), l.RateLimit.Unit, loc)
+		p.Origin, p.Window = start.UnixMicro(), end.Sub(start).Microseconds()
+	}
+	if s.opts.ReferenceCounting && !l.RateLimit.AlgorithmSet {
+		p.Kind, p.Burst = algorithm.FixedWindow, p.Limit // the reference's only algorithm
+	}
+	return p
+}
+
+// role is what a limit's refusal does to a request.
+type role uint8
+
+const (
+	enforced role = iota // refuses the request
+	quota                // refuses it only when every quota limit of it refuses (quota_mode)
+	shadowed             // refuses nothing: counted and reported only (shadow_mode)
+)
+
+// role is l's role: shadow_mode wins over quota mode.
+func (s *Service) role(l *config.Limit) role {
+	switch {
+	case l.ShadowMode:
+		return shadowed
+	case l.QuotaMode || s.opts.QuotaAll:
+		return quota
+	}
+	return enforced
+}
+
+// settleBlocked answers the blocking items (from stored on): refused for
+// a window; and if an enforced one blocks, the others are not asked.
+func (d *decision) settleBlocked(stored int) {
 	if len(d.batch.Items) <= smallRequest {
 		d.batch.Results = d.small.results[:len(d.batch.Items)]
 	} else {
@@ -164,14 +208,13 @@ func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decisio
 		}
 	}
 	d.store = Batch{
-		Request:     req,
+		Request:     d.batch.Request,
 		Items:       d.batch.Items[:stored],
 		Limits:      d.batch.Limits[:stored],
 		Descriptors: d.batch.Descriptors[:stored],
 		Paths:       d.batch.Paths,
 		Results:     d.batch.Results[:stored],
 	}
-	return d
 }
 
 // dropReplaced removes the limits that another matched limit replaces

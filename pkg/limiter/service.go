@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
-	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/cache"
+	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/share"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
@@ -60,7 +60,6 @@ type Batch struct {
 	// process's memory, which the store would never count.
 	Exact bool
 }
-
 
 // ErrUnavailable says the decision could not be made and the caller
 // (Envoy, through its failure_mode_deny) should decide.

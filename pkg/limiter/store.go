@@ -203,7 +203,6 @@ func (d *StoreDecider) changed(from, to breaker.State, cause error) {
 	}
 }
 
-
 // Healthy reports whether the store is answering (the breaker is closed).
 func (d *StoreDecider) Healthy() bool { return d.breaker.State() == breaker.Closed }
 
