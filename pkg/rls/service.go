@@ -268,7 +268,9 @@ func allowanceList(a *limiter.Answer) string {
 }
 
 func retryList(a *limiter.Answer) string {
-	return statusList(a, func(b []byte, st *limiter.Status) []byte { return strconv.AppendInt(b, st.RetryAfter.Microseconds(), 10) })
+	return statusList(a, func(b []byte, st *limiter.Status) []byte {
+		return strconv.AppendInt(b, st.RetryAfter.Microseconds(), 10)
+	})
 }
 
 // statusList is the sidecar metadata form of one figure per status:

@@ -5,13 +5,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/share"
 )
@@ -170,5 +175,53 @@ func TestSidecarRecordAged(t *testing.T) {
 				t.Errorf("after recording 3 hits admitted 2 s ago, a second into the next minute: %d left; want %d", got, c.left)
 			}
 		})
+	}
+}
+
+// lateStore answers nothing until its caller gives up.
+type lateStore struct{}
+
+func (lateStore) Decide(ctx context.Context, _ []algorithm.Item, _ []algorithm.Result) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSidecarSync: a sidecar's ordinary decision (SidecarSync, which needs
+// no credentials) is answered with codes and times only, the retry time
+// per descriptor in RetryAfterKey; one the store did not answer in time is
+// DeadlineExceeded (limiter.ErrLate): the sidecar decides it itself.
+func TestSidecarSync(t *testing.T) {
+	h := start(t, limiter.Options{})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), SidecarKey, SidecarSync)
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "s"), desc("nothing", "x")}}
+	for range 3 {
+		if _, err := h.client.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var md metadata.MD
+	resp, err := h.client.ShouldRateLimit(ctx, req, grpc.Header(&md))
+	if err != nil || codesOf(resp) != "OVER_LIMIT:OVER_LIMIT,OK" {
+		t.Fatalf("fourth sync call: %v, %v; want OVER_LIMIT", resp, err)
+	}
+	if len(resp.ResponseHeadersToAdd) != 0 || resp.RawBody != nil || resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("a sync call answered with headers %v, body %q, current limit %v; want codes and times only",
+			resp.ResponseHeadersToAdd, resp.RawBody, resp.Statuses[0].CurrentLimit)
+	}
+	if got := md.Get(RetryAfterKey); len(got) != 1 || got[0] != "45000000,0" || len(md.Get(RefusedKey)) != 0 {
+		t.Errorf("metadata %v; want %s 45000000,0 and no refusal", md, RetryAfterKey)
+	}
+
+	fallback, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := limiter.NewStoreDecider(limiter.StoreOptions{Store: lateStore{}, Fallback: fallback, MaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := start(t, limiter.Options{Decider: d})
+	if _, err := late.client.ShouldRateLimit(ctx, req); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a sync call the store did not answer in time: %v; want DeadlineExceeded", err)
 	}
 }

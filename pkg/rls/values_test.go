@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -27,11 +26,12 @@ func agent(v string) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user_agent", v)}}
 }
 
-// TestValuesNotUTF8AreDecided: a value holding bytes that are not UTF-8
-// (Envoy forwards header bytes as they arrive) is decided like any other,
-// and counted on its own bytes: neither refused nor merged with another
-// value (the finding: it was answered Internal, which Envoy admits).
-func TestValuesNotUTF8AreDecided(t *testing.T) {
+// TestValuesNotUTF8CrossTheWire: a value holding bytes that are not UTF-8
+// (Envoy forwards header bytes as they arrive) passes the server's codec
+// and reaches the core as sent, counted on its own bytes (the finding: it
+// was answered Internal, which Envoy admits). How the core matches and
+// counts such values: limiter's TestValuesNotUTF8AreDecided.
+func TestValuesNotUTF8CrossTheWire(t *testing.T) {
 	cfg := mustConfig(t, valuesConfig)
 	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
 	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
@@ -39,36 +39,8 @@ func TestValuesNotUTF8AreDecided(t *testing.T) {
 			t.Fatalf("request %d with a 0xFF byte: %s; want %s", i+1, got, want)
 		}
 	}
-	for _, other := range []string{"curl\xfe", "curl", "curl?", `curl\xff`, "\x00utf8:curl"} {
-		if got := codesOf(h.call(t, agent(other))); got != "OK:OK" {
-			t.Errorf("%q shares the count of \"curl\\xff\": %s", other, got)
-		}
-	}
-	if got := codesOf(h.call(t, agent("sqlmap\xff"))); got != "OVER_LIMIT:OVER_LIMIT" {
-		t.Errorf("a scanner with a stray byte: %s; want blocked", got)
-	}
-}
-
-// TestLongValuesMatchTheirRules: padding a value past limiter.MaxValueLen neither
-// steps around a rule it matches nor merges it with another long value
-// (the finding: a padded scanner fell through to the looser limit).
-func TestLongValuesMatchTheirRules(t *testing.T) {
-	cfg := mustConfig(t, valuesConfig)
-	h := start(t, limiter.Options{Config: func() *config.Config { return cfg }})
-	pad := strings.Repeat("A", 1100)
-	for _, v := range []string{"sqlmap/1.7" + pad, pad + "sqlmap/1.7", pad + "sqlmap/1.7" + pad + pad} {
-		if got := codesOf(h.call(t, agent(v))); got != "OVER_LIMIT:OVER_LIMIT" {
-			t.Errorf("a scanner padded to %d bytes: %s; want blocked", len(v), got)
-		}
-	}
-	a, b := "a"+pad, "b"+pad
-	for i, want := range []string{"OK:OK", "OK:OK", "OVER_LIMIT:OVER_LIMIT"} {
-		if got := codesOf(h.call(t, agent(a))); got != want {
-			t.Fatalf("long value, request %d: %s; want %s", i+1, got, want)
-		}
-	}
-	if got := codesOf(h.call(t, agent(b))); got != "OK:OK" {
-		t.Errorf("another long value shares the count: %s", got)
+	if got := codesOf(h.call(t, agent("curl\xfe"))); got != "OK:OK" {
+		t.Errorf("curl\\xfe shares the count of curl\\xff: %s", got)
 	}
 }
 
