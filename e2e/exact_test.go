@@ -172,8 +172,15 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	}
 	trips0 := trips()
 	res := l.run(context.Background())
-	// Let the last flushes land before reading the counters.
-	time.Sleep(200 * time.Millisecond)
+	// The last flushes land before the counters are read.
+	waitFor(t, 5*time.Second, "the fronts' pending hits flushed", func() bool {
+		for _, f := range fronts {
+			if f.metric(t, "sluice_localfilter_pending_keys") > 0 {
+				return false
+			}
+		}
+		return true
+	})
 	exact := 0
 	for k := range matrixKeys {
 		var at []time.Duration

@@ -57,7 +57,10 @@ func TestFlooderSparesOthers(t *testing.T) {
 
 	stop := load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
 		request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.start()
-	time.Sleep(200 * time.Millisecond) // the flood is on
+	waitFor(t, 5*time.Second, "the flooder held at its limit", func() bool {
+		resp, err := target.ShouldRateLimit(context.Background(), req(2*wellBehaved))
+		return err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT
+	})
 	floodLat, floodAdmitted := wellBehavedRun(wellBehaved)
 	f := stop()
 

@@ -60,19 +60,26 @@ descriptors:
 	start := time.Now()
 	stop := load{targets: []rlsv3.RateLimitServiceClient{server.client(t)}, callers: 16, duration: time.Minute, keys: 100, request: req, trace: true}.start()
 
-	time.Sleep(300 * time.Millisecond)
+	// Each phase lasts until the server has decided 50 more requests: at
+	// most 16 of them were sent in the phase before.
+	decided := func() float64 { return server.metric(t, "sluice_tier_decisions_total") }
+	phase := func(what string) {
+		n := decided()
+		waitFor(t, 10*time.Second, what, func() bool { return decided() >= n+50 })
+	}
+	phase("traffic on the first config")
 	before := readyz()
 	saved := time.Since(start)
 	save(strings.Replace(tight, "requests_per_unit: 5}", "requests_per_unit: 1000000}", 1))
 	waitFor(t, 10*time.Second, "the new config to be served", func() bool { return readyz() != before })
 	raised := time.Since(start)
-	time.Sleep(300 * time.Millisecond)
+	phase("traffic on the raised limit")
 
 	save("domain: edge\ndescriptors:\n  - key: generic_key\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	waitFor(t, 10*time.Second, "the invalid config to be rejected", func() bool { return strings.Contains(readyz(), "last reload rejected") })
 	rejected := time.Since(start)
 	t.Logf("/readyz: %s", strings.TrimSpace(readyz()))
-	time.Sleep(300 * time.Millisecond)
+	phase("traffic after the rejected file")
 	res := stop()
 
 	if res.errs > 0 {

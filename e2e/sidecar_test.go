@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
-	"github.com/sluicehq/sluice/internal/tools/loadgen"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/internal/tools/loadgen"
 )
 
 // tier is one server in front of a real redis-server and sidecars in front
@@ -253,9 +253,11 @@ descriptors:
   - key: client
     rate_limit: {name: per-client, unit: minute, requests_per_unit: %d, algorithm: fixed_window}
 `, sc.limit)
-	tr := startTier(t, yaml, sc.sidecars, "async", "-flush-interval", flush.String())
+	var tr *tier
 	if sc.cached {
 		tr = startCached(t, yaml, sc.sidecars, "-flush-interval", flush.String())
+	} else {
+		tr = startTier(t, yaml, sc.sidecars, "async", "-flush-interval", flush.String())
 	}
 	targets := tr.targets(t)
 	waitForWindow(t, time.Minute, sc.duration+3*time.Second)
