@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test deps vet unit run bench fuzz
+.PHONY: test deps fmt vet unit run bench fuzz
 
 FUZZTIME ?= 30s
 
@@ -8,7 +8,7 @@ FUZZTIME ?= 30s
 # tests run on their own, after the rest: they drive the machine with loads
 # and faults of their own (a surge on both cores, Redis frozen) and measure
 # what sluice does under them, not under other packages' tests as well.
-test: deps
+test: deps fmt
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /e2e$$)
 	$(GO) test -race -count=1 -timeout 15m ./e2e
@@ -24,6 +24,10 @@ unit:
 
 vet:
 	$(GO) vet ./...
+
+# fmt: fails naming the files gofmt would change.
+fmt:
+	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt -w these files:"; echo "$$files"; exit 1; fi
 
 # fuzz: each fuzz target for FUZZTIME (default 30s); the Redis one needs
 # redis-server (make deps).

@@ -242,7 +242,6 @@ func (t *Tier) changed(from, to breaker.State, cause error) {
 	}
 }
 
-
 // Close stops the flusher after a last flush of the hits admitted and not
 // yet recorded. It is safe to call more than once.
 func (t *Tier) Close() error {
@@ -255,7 +254,6 @@ func (t *Tier) Close() error {
 	<-t.done
 	return nil
 }
-
 
 // Decide implements limiter.Decider.
 func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {

@@ -181,4 +181,3 @@ func (p *Parts) Close() error {
 	}
 	return nil
 }
-

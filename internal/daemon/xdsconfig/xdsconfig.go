@@ -126,7 +126,6 @@ func (s *Source) Run(ctx context.Context, w *reload.Watcher) error {
 	return nil
 }
 
-
 // stream runs one stream: it reports whether a response came.
 func (s *Source) stream(ctx context.Context, w *reload.Watcher) (bool, error) {
 	creds := insecure.NewCredentials()
