@@ -42,6 +42,34 @@ func TestScalarBound(t *testing.T) {
 	}
 }
 
+// TestNamesRefuseControlCharacters: a domain, key, value or limit name
+// becomes a response header, a log field and a metric label; one holding a
+// newline, NUL or escape is refused with its file, line and the character,
+// and a name with any printable Unicode is accepted.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	for _, tc := range []struct{ name, src string }{
+		{"domain", "domain: \"d\\x00\"\n"},
+		{"key", "domain: d\ndescriptors:\n  - key: \"k\\n\"" + okRate},
+		{"value", "domain: d\ndescriptors:\n  - key: k\n    value: \"v\\e[31m\"" + okRate},
+		{"name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: \"a\\rb\"}\n"},
+		{"replaces", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: \"a\\x85\"}]}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(map[string][]byte{"f.yaml": []byte(tc.src)})
+			if err == nil {
+				t.Fatalf("%s accepted", tc.src)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "f.yaml:") || !strings.Contains(msg, "control character") {
+				t.Errorf("error %q: want the file, line and the control character named", msg)
+			}
+		})
+	}
+	src := "domain: d\ndescriptors:\n  - key: clé\n    value: \"日本 ✓\"\n    rate_limit: {unit: second, requests_per_unit: 1, name: \"per-clé ✓\"}\n"
+	if _, err := Parse(map[string][]byte{"f.yaml": []byte(src)}); err != nil {
+		t.Errorf("printable Unicode names: %v", err)
+	}
+}
+
 // TestCalendarZoneBound: issue 21's finding 11. `Local` followed the
 // process's TZ (so replicas in different zones counted different months)
 // and a 1 MiB zone name was echoed whole into logs, /readyz and the page.

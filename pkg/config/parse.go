@@ -207,7 +207,7 @@ func parseFile(f sourceFile, budget *int) (*domainTree, error) {
 	}
 	t := &domainTree{file: name, line: root.Line}
 	if f, ok := fs["domain"]; ok {
-		if t.name, err = w.str(f.val, "domain"); err != nil {
+		if t.name, err = w.label(f.val, "domain"); err != nil {
 			return nil, err
 		}
 		t.line = f.key.Line
@@ -250,7 +250,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 		}
 		n := &node{line: item.Line}
 		if f, ok := fs["key"]; ok {
-			if n.key, err = w.str(f.val, "key"); err != nil {
+			if n.key, err = w.label(f.val, "key"); err != nil {
 				return nil, err
 			}
 		}
@@ -258,7 +258,7 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			return nil, w.errorf(item, "descriptor has no key")
 		}
 		if f, ok := fs["value"]; ok {
-			if n.value, err = w.str(f.val, "value"); err != nil {
+			if n.value, err = w.label(f.val, "value"); err != nil {
 				return nil, err
 			}
 		}

@@ -22,7 +22,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		return f, ok && isSet(f.val)
 	}
 	if f, ok := set("name"); ok {
-		if rl.Name, err = w.str(f.val, "name"); err != nil {
+		if rl.Name, err = w.label(f.val, "name"); err != nil {
 			return rl, nil, err
 		}
 	}
@@ -148,7 +148,7 @@ func (w *walker) replaces(fs map[string]field, self string) ([]string, error) {
 		}
 		var name string
 		if nf, ok := rf["name"]; ok {
-			if name, err = w.str(nf.val, "name"); err != nil {
+			if name, err = w.label(nf.val, "name"); err != nil {
 				return nil, err
 			}
 		}

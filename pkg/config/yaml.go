@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -146,6 +147,22 @@ func (w *walker) str(n *yaml.Node, what string) (string, error) {
 		return "", w.errorf(n, "%s must be a string, got %s", what, kindName(n))
 	}
 	return n.Value, nil
+}
+
+// label reads a string that names something: a domain, a descriptor's key
+// or value, a limit. Names reach response headers, logs and metric labels,
+// so a control character (a newline, NUL, an escape) is refused here
+// rather than carried there.
+func (w *walker) label(n *yaml.Node, what string) (string, error) {
+	s, err := w.str(n, what)
+	if err != nil {
+		return "", err
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r := []rune(s[i:])[0]
+		return "", w.errorf(n, "%s %s holds a control character (%U at byte %d)", what, Quote(s), r, i)
+	}
+	return s, nil
 }
 
 // boolean reads a boolean field. Besides YAML 1.2's true/false it accepts

@@ -218,6 +218,9 @@ func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
 			t.Fatalf("request %d, within a second of Redis's answer: %v, healthy %v; want a local answer, the breaker closed", i, err, h.decider.Healthy())
 		}
 	}
+	if got := testutil.ToFloat64(h.metrics.Store.errors); got != 0 {
+		t.Errorf("sluice_store_errors_total = %v after stalls within the second; want 0 (slowness is not the store's fault)", got)
+	}
 	store.calls.Store(0)
 	h.store.now.Add(2 * second) // silent for longer: failures
 	for i := range 6 {
@@ -231,6 +234,9 @@ func TestStallIsShedUntilTheBreakerOpens(t *testing.T) {
 	}
 	if n := store.calls.Load(); n != 4 {
 		t.Errorf("%d store calls; want 4 (then the breaker opened)", n)
+	}
+	if got := testutil.ToFloat64(h.metrics.Store.errors); got != 4 {
+		t.Errorf("sluice_store_errors_total = %v; want the 4 stalls past the second", got)
 	}
 	if got := h.decided(SourceShed, "ok"); got != 9 {
 		t.Errorf("shed %v requests; want the 6 stalls within the second and the 3 before the breaker opened", got)

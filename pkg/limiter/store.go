@@ -254,15 +254,16 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 		d.breaker.Release(probe)
 		return d.shed(ctx, b)
 	}
-	d.opts.Metrics.storeError()
 	d.opts.Logger.Debug("store call failed", "error", err.Error())
 	if isStall(err) && d.opts.Now().UnixNano()-d.lastAnswer.Load() < int64(stallGrace) {
 		// Redis left this call's reply overdue but answered another within
 		// stallGrace: on a machine with no CPU to spare a healthy Redis
-		// waits that long for a core. Slow, not gone: not a failure.
+		// waits that long for a core. Slow, not gone: not a failure, and
+		// not the store's error.
 		d.breaker.Release(probe)
 		return d.shed(ctx, b)
 	}
+	d.opts.Metrics.storeError()
 	d.breaker.Failure(probe, err)
 	if isStall(err) && d.breaker.State() == breaker.Closed {
 		// Redis has not answered for a while. On a machine with no CPU to
