@@ -194,6 +194,12 @@ func TestRequestView(t *testing.T) {
 	if built := Descriptor(otherRequest{v}, 3); !proto.Equal(built, req.Descriptors[3]) {
 		t.Errorf("Descriptor built = %v; want %v (multiplier 1 unset)", built, req.Descriptors[3])
 	}
+	// Its own cost, set or zero, travels with it; unset stays unset.
+	for i := range 3 {
+		if built := Descriptor(otherRequest{v}, i); !proto.Equal(built.GetHitsAddend(), req.Descriptors[i].GetHitsAddend()) {
+			t.Errorf("Descriptor(%d) built: hits_addend %v; want %v", i, built.GetHitsAddend(), req.Descriptors[i].GetHitsAddend())
+		}
+	}
 	if built := Descriptor(otherRequest{v}, 1); built.GetLimit() != nil || len(built.GetEntries()) != 2 {
 		t.Errorf("Descriptor built = %v; want two entries, no override", built)
 	}

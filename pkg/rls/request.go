@@ -75,6 +75,9 @@ func Descriptor(req limiter.Request, i int) *ratelimitv3.RateLimitDescriptor {
 	if o, ok := req.Override(i); ok {
 		d.Limit = OverrideProto(o)
 	}
+	if c, ok := req.DescriptorCost(i); ok {
+		d.HitsAddend = wrapperspb.UInt64(c)
+	}
 	return d
 }
 
