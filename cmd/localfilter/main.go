@@ -62,10 +62,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.upstream, "upstream", "", "the global server's gRPC address, host:port, or several comma-separated (round robin) (required)")
 	o.mode = localtier.Async
 	fs.Var(&o.mode, "mode", "sync (the upstream decides every request that passes locally) or async (admit from memory, send hits in batches)")
-	fs.Float64Var(&o.fallbackShare, "fallback-share", 0.5, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
+	fs.Float64Var(&o.fallbackShare, "fallback-share", localtier.DefaultFallbackShare, "while the upstream is unavailable, share of the local fraction allowed, in (0, 1]")
 	o.tier.Register(fs)
-	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", 20*time.Millisecond, "bound on each upstream call")
-	fs.DurationVar(&o.retry, "upstream-retry", time.Second, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
+	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", localtier.DefaultTimeout, "bound on each upstream call")
+	fs.DurationVar(&o.retry, "upstream-retry", localtier.DefaultRetryInterval, "after a failed upstream call, how long to decide locally before trying the upstream again (one probe at a time)")
 	fs.BoolVar(&o.upstreamTLS, "upstream-tls", false, "TLS to the upstream, verified against the system's roots or -upstream-tls-ca (implied by any -upstream-tls-* flag)")
 	fs.StringVar(&o.upstreamCA, "upstream-tls-ca", "", "PEM CAs that verify the upstream's certificate")
 	fs.StringVar(&o.upstreamCert, "upstream-tls-cert", "", "PEM client certificate presented to the upstream (mTLS; with -upstream-tls-key)")

@@ -19,6 +19,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/pkg/breaker"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/share"
 )
 
@@ -72,17 +74,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.redisMode, "redis-mode", "direct", "direct (Redis decides every request) or cached (each replica admits from local token buckets and records the admitted hits to Redis in batches, every -flush-interval: the sidecar's async tier in process; overshoot bounded as documented in pkg/localtier; while Redis is unavailable it decides at -local-share and records the hits when Redis returns, in place of -failure-mode)")
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
-	fs.IntVar(&o.writers, "redis-pipelines", 4, "pipelines in flight at once; concurrent decisions are coalesced into them")
+	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "pipelines in flight at once; concurrent decisions are coalesced into them")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
-	fs.DurationVar(&o.storeTimeout, "store-timeout", 10*time.Millisecond, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
+	fs.DurationVar(&o.storeTimeout, "store-timeout", global.DefaultTimeout, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
 	fs.DurationVar(&o.maxWait, "store-max-wait", 0, "how long a request waits for the store when its caller set no deadline (Envoy sets its filter timeout); past it, or just before the caller's deadline, the request is decided in memory at -local-share; 0: max(1s, 5 × -store-timeout)")
-	fs.IntVar(&o.breaker.MinCalls, "breaker-min-calls", 5, "store calls the breaker's window must hold before their failure ratio can open it")
-	fs.Float64Var(&o.breaker.FailureRatio, "breaker-failure-ratio", 0.5, "share of the window's store calls that failed (refused, reset, not answered) that opens the circuit breaker, in (0, 1]")
-	fs.DurationVar(&o.breaker.Window, "breaker-window", time.Second, "how far back the breaker counts store calls")
-	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", time.Second, "how long the open breaker waits before probing the store")
-	fs.Float64Var(&o.localShare, "local-share", 0.5, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
-	fs.IntVar(&o.memoryKeys, "memory-max-keys", 1<<20, "keys the in-memory store holds (the embedded store, and the local fallback)")
-	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", 256<<20, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
+	fs.IntVar(&o.breaker.MinCalls, "breaker-min-calls", breaker.DefaultMinCalls, "store calls the breaker's window must hold before their failure ratio can open it")
+	fs.Float64Var(&o.breaker.FailureRatio, "breaker-failure-ratio", breaker.DefaultFailureRatio, "share of the window's store calls that failed (refused, reset, not answered) that opens the circuit breaker, in (0, 1]")
+	fs.DurationVar(&o.breaker.Window, "breaker-window", breaker.DefaultWindow, "how far back the breaker counts store calls")
+	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", breaker.DefaultCooldown, "how long the open breaker waits before probing the store")
+	fs.Float64Var(&o.localShare, "local-share", limiter.DefaultLocalShare, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
+	fs.IntVar(&o.memoryKeys, "memory-max-keys", global.DefaultMemoryKeys, "keys the in-memory store holds (the embedded store, and the local fallback)")
+	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", global.DefaultMemoryBytes, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
 	fs.StringVar(&o.recordClients, "record-clients", "", "sidecars known by their client certificates (with -grpc-tls-client-ca): the names (DNS or URI SAN, or common name), comma-separated, whose holders may record the hits they admitted, report demand and receive allowances")
 	fs.StringVar(&o.sidecarTokens, "sidecar-tokens", "", "sidecars known by bearer token: a file of one \"name token\" a line, read again when it changes; accepted only over TLS (-grpc-tls-cert) unless -sidecar-tokens-plaintext")
 	fs.BoolVar(&o.tokensPlaintext, "sidecar-tokens-plaintext", false, "accept -sidecar-tokens on a gRPC port without TLS, where anyone on the path can read and replay them: only on a network you trust")
@@ -146,7 +148,7 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("-share-max-bytes must be positive"))
 	}
 	if o.maxWait == 0 {
-		o.maxWait = max(time.Second, 5*o.storeTimeout)
+		o.maxWait = limiter.DefaultMaxWait(o.storeTimeout)
 	}
 	if o.storeTimeout <= 0 || o.maxWait <= o.storeTimeout {
 		errs = append(errs, fmt.Errorf("-store-timeout %v must be positive and -store-max-wait %v longer", o.storeTimeout, o.maxWait))

@@ -47,24 +47,33 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", s)
 }
 
+// Defaults of Options.
+const (
+	DefaultWindow       = time.Second
+	DefaultBuckets      = 10
+	DefaultMinCalls     = 5
+	DefaultFailureRatio = 0.5
+	DefaultCooldown     = time.Second
+)
+
 // Options configure a Breaker. Zero values take the defaults given.
 //
 // New copies it, so changing it afterwards changes nothing; the Breaker
 // is safe for concurrent use.
 type Options struct {
-	// Window is how far back outcomes count. Default 1s.
+	// Window is how far back outcomes count. Default DefaultWindow.
 	Window time.Duration
 	// Buckets slice the window; outcomes leave it a bucket at a time.
-	// Default 10.
+	// Default DefaultBuckets.
 	Buckets int
 	// MinCalls is how many outcomes the window must hold before the ratio
-	// can open the breaker. Default 5.
+	// can open the breaker. Default DefaultMinCalls.
 	MinCalls int
 	// FailureRatio of the window's outcomes opens the breaker, in (0, 1].
-	// Default 0.5.
+	// Default DefaultFailureRatio.
 	FailureRatio float64
-	// Cooldown is how long the breaker stays open before a probe. Default
-	// 1s.
+	// Cooldown is how long the breaker stays open before a probe.
+	// Default DefaultCooldown.
 	Cooldown time.Duration
 	// OnChange, if set, is called on every change of state with the error
 	// that caused it (nil when closing), under the breaker's lock: it must
@@ -97,19 +106,19 @@ type Breaker struct {
 // New returns a closed Breaker.
 func New(opts Options) (*Breaker, error) {
 	if opts.Window == 0 {
-		opts.Window = time.Second
+		opts.Window = DefaultWindow
 	}
 	if opts.Buckets == 0 {
-		opts.Buckets = 10
+		opts.Buckets = DefaultBuckets
 	}
 	if opts.MinCalls == 0 {
-		opts.MinCalls = 5
+		opts.MinCalls = DefaultMinCalls
 	}
 	if opts.FailureRatio == 0 {
-		opts.FailureRatio = 0.5
+		opts.FailureRatio = DefaultFailureRatio
 	}
 	if opts.Cooldown == 0 {
-		opts.Cooldown = time.Second
+		opts.Cooldown = DefaultCooldown
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -13,6 +13,13 @@ import (
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
+// Defaults of MemoryOptions.
+const (
+	DefaultMemoryKeys   = 1 << 20
+	DefaultMemoryBytes  = 256 << 20
+	DefaultMemoryShards = 64
+)
+
 // MemoryOptions configure a Memory store.
 //
 // NewMemory copies them, so changing them afterwards changes nothing; the
@@ -21,16 +28,16 @@ type MemoryOptions struct {
 	// MaxKeys bounds the keys held; when full, the least recently used key
 	// is dropped (idle keys first, since their state has usually expired).
 	// Dropping a live key forgets its usage, so size it above the number of
-	// keys active within a window. Default 1<<20.
+	// keys active within a window. Default DefaultMemoryKeys.
 	MaxKeys int
 	// MaxBytes bounds the memory the keys' state holds (an estimate that
 	// counts each key, its entry and a sliding log's runs), evicting as
 	// MaxKeys does: a sliding log of a large limit holds up to 2 × limit
 	// runs, so the number of keys alone does not bound memory. Default
-	// 256 MiB.
+	// DefaultMemoryBytes.
 	MaxBytes int64
 	// Shards is the number of independently locked shards, rounded up to
-	// a power of two. Default 64.
+	// a power of two. Default DefaultMemoryShards.
 	Shards int
 }
 
@@ -78,13 +85,13 @@ func entrySize(key string, st algorithm.State) int64 {
 // NewMemory returns an empty in-memory store.
 func NewMemory(opts MemoryOptions) (*Memory, error) {
 	if opts.MaxKeys == 0 {
-		opts.MaxKeys = 1 << 20
+		opts.MaxKeys = DefaultMemoryKeys
 	}
 	if opts.Shards == 0 {
-		opts.Shards = 64
+		opts.Shards = DefaultMemoryShards
 	}
 	if opts.MaxBytes == 0 {
-		opts.MaxBytes = 256 << 20
+		opts.MaxBytes = DefaultMemoryBytes
 	}
 	if opts.MaxKeys < 0 || opts.Shards < 0 || opts.MaxBytes < 0 {
 		return nil, fmt.Errorf("memory store: MaxKeys %d, MaxBytes %d and Shards %d must not be negative", opts.MaxKeys, opts.MaxBytes, opts.Shards)

@@ -101,7 +101,7 @@ type StoreOptions struct {
 	Fallback Store
 	// LocalShare is the share of each limit one process allows when it
 	// decides on Fallback, in (0, 1]. With N replicas, 1/N keeps the sum
-	// at the limit. Default 0.5.
+	// at the limit. Default DefaultLocalShare.
 	LocalShare float64
 	// Breaker configures the circuit breaker; a zero field takes
 	// pkg/breaker's default.
@@ -110,6 +110,10 @@ type StoreOptions struct {
 	Metrics *StoreMetrics
 	Now     func() time.Time
 }
+
+// DefaultLocalShare is StoreOptions.LocalShare's default (the daemons'
+// -local-share): half of each limit per process.
+const DefaultLocalShare = 0.5
 
 // DefaultMaxWait is how long a request with no deadline of its own waits
 // for a store whose timeout (global.RedisOptions.Timeout) is timeout: a
@@ -164,7 +168,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		opts.MaxWait = DefaultMaxWait(0)
 	}
 	if opts.LocalShare == 0 {
-		opts.LocalShare = 0.5
+		opts.LocalShare = DefaultLocalShare
 	}
 	if opts.LocalShare < 0 || opts.LocalShare > 1 {
 		return nil, fmt.Errorf("limiter: local share %v: want a share in (0, 1]", opts.LocalShare)

@@ -70,6 +70,18 @@ type Upstream interface {
 	ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error)
 }
 
+// Defaults of Options.
+const (
+	DefaultFraction        = 1.0
+	DefaultFallbackShare   = 0.5
+	DefaultTimeout         = 20 * time.Millisecond
+	DefaultRetryInterval   = time.Second
+	DefaultFlushInterval   = 10 * time.Millisecond
+	DefaultBatchSize       = 256
+	DefaultMaxPending      = 100_000
+	DefaultMaxPendingBytes = 64 << 20
+)
+
 // Options configure a Tier. Zero values take the defaults given.
 //
 // New copies them; what they name (Upstream, Cache, Logger, Registerer,
@@ -79,27 +91,30 @@ type Options struct {
 	// Upstream is the global service. Required.
 	Upstream Upstream
 	Mode     Mode
-	// Fraction of each limit the local bucket allows, in (0, 1]. Default 1.
+	// Fraction of each limit the local bucket allows, in (0, 1]. Default
+	// DefaultFraction.
 	Fraction float64
 	// FallbackShare of the local share allowed while the upstream is
-	// unavailable, in (0, 1]. Default 0.5.
+	// unavailable, in (0, 1]. Default DefaultFallbackShare.
 	FallbackShare float64
 	// Timeout bounds each upstream call, and each flush call at no less
 	// than 1 s (a flush that times out is sent again, and may have been
-	// counted). Default 20ms.
+	// counted). Default DefaultTimeout.
 	Timeout time.Duration
 	// RetryInterval is how long after a failed call the upstream is tried
-	// again. Default 1s.
+	// again. Default DefaultRetryInterval.
 	RetryInterval time.Duration
 	// FlushInterval and BatchSize: async flushes, every FlushInterval or as
-	// soon as BatchSize keys have hits pending. Defaults 10ms and 256 keys.
+	// soon as BatchSize keys have hits pending. Defaults DefaultFlushInterval
+	// and DefaultBatchSize.
 	FlushInterval time.Duration
 	BatchSize     int
-	// MaxPending bounds the keys with unsent hits. Default 100,000.
+	// MaxPending bounds the keys with unsent hits. Default
+	// DefaultMaxPending.
 	MaxPending int
 	// MaxPendingBytes bounds their memory (an estimate; a key holds its
 	// descriptor's entries, long values by digest: a few hundred bytes).
-	// Default 64 MiB.
+	// Default DefaultMaxPendingBytes.
 	MaxPendingBytes int64
 	// MaxKeys bounds the local buckets. Default localbucket.DefaultMaxKeys.
 	MaxKeys int
@@ -153,10 +168,10 @@ func New(opts Options) (*Tier, error) {
 		return nil, errors.New("localtier: Upstream is required")
 	}
 	if opts.Fraction == 0 {
-		opts.Fraction = 1
+		opts.Fraction = DefaultFraction
 	}
 	if opts.FallbackShare == 0 {
-		opts.FallbackShare = 0.5
+		opts.FallbackShare = DefaultFallbackShare
 	}
 	if !(opts.Fraction > 0 && opts.Fraction <= 1) || !(opts.FallbackShare > 0 && opts.FallbackShare <= 1) {
 		return nil, fmt.Errorf("localtier: fraction %v and fallback share %v must be in (0, 1]", opts.Fraction, opts.FallbackShare)
@@ -164,20 +179,20 @@ func New(opts Options) (*Tier, error) {
 	defaults := []struct {
 		v *time.Duration
 		d time.Duration
-	}{{&opts.Timeout, 20 * time.Millisecond}, {&opts.RetryInterval, time.Second}, {&opts.FlushInterval, 10 * time.Millisecond}}
+	}{{&opts.Timeout, DefaultTimeout}, {&opts.RetryInterval, DefaultRetryInterval}, {&opts.FlushInterval, DefaultFlushInterval}}
 	for _, x := range defaults {
 		if *x.v <= 0 {
 			*x.v = x.d
 		}
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 256
+		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.MaxPending <= 0 {
-		opts.MaxPending = 100_000
+		opts.MaxPending = DefaultMaxPending
 	}
 	if opts.MaxPendingBytes <= 0 {
-		opts.MaxPendingBytes = 64 << 20
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = localbucket.DefaultMaxKeys

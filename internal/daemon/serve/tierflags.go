@@ -23,11 +23,11 @@ type TierFlags struct {
 
 // Register adds the flags to fs.
 func (f *TierFlags) Register(fs *flag.FlagSet) {
-	fs.Float64Var(&f.Fraction, "local-fraction", 1.0, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
-	fs.DurationVar(&f.FlushInterval, "flush-interval", 10*time.Millisecond, "batched hits (localfilter -mode async, server -redis-mode cached): how often admitted hits are recorded in the global limit")
-	fs.IntVar(&f.BatchSize, "batch-size", 256, "batched hits: record early once this many keys have hits pending")
-	fs.IntVar(&f.MaxPending, "max-pending", 100_000, "keys with admitted hits not yet recorded in the global limit (batched, and while it is unavailable); beyond, hits are dropped and counted")
-	fs.Int64Var(&f.MaxPendingBytes, "max-pending-bytes", 64<<20, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
+	fs.Float64Var(&f.Fraction, "local-fraction", localtier.DefaultFraction, "share of each limit the local bucket allows, in (0, 1]; 1 never rejects what the global limit admits")
+	fs.DurationVar(&f.FlushInterval, "flush-interval", localtier.DefaultFlushInterval, "batched hits (localfilter -mode async, server -redis-mode cached): how often admitted hits are recorded in the global limit")
+	fs.IntVar(&f.BatchSize, "batch-size", localtier.DefaultBatchSize, "batched hits: record early once this many keys have hits pending")
+	fs.IntVar(&f.MaxPending, "max-pending", localtier.DefaultMaxPending, "keys with admitted hits not yet recorded in the global limit (batched, and while it is unavailable); beyond, hits are dropped and counted")
+	fs.Int64Var(&f.MaxPendingBytes, "max-pending-bytes", localtier.DefaultMaxPendingBytes, "bytes those keys may hold (long values are held by digest); beyond, hits are dropped and counted")
 	fs.IntVar(&f.MaxKeys, "local-max-keys", localbucket.DefaultMaxKeys, "keys the local buckets hold, at most localbucket.KeyOverhead (128) bytes each beyond the key; idle ones are reclaimed first and dropped once a second")
 }
 

@@ -37,6 +37,12 @@ func Patterns() []string { return []string{Steady, Bursty, Boundary, Many} }
 
 // Bounds on what Generate will build: beyond them a typo in a flag would
 // exhaust memory rather than simulate something.
+// Defaults of Pattern's On and Off (bursty).
+const (
+	DefaultOn  = 2 * time.Second
+	DefaultOff = 8 * time.Second
+)
+
 const (
 	MaxClients  = 1 << 20
 	MaxRequests = 50_000_000
@@ -45,8 +51,6 @@ const (
 
 const (
 	manySigma   = 1.0
-	defaultOn   = 2 * time.Second
-	defaultOff  = 8 * time.Second
 	boundaryGap = time.Second // the most each side of a boundary
 	// streamSalt offsets the clients' PCG streams from those other tools
 	// derive from the same seed (loadgen's caller i uses stream i).
@@ -200,10 +204,10 @@ var errTooMany = fmt.Errorf("more than %d requests", MaxRequests)
 func bursty(p Pattern, rng *rand.Rand, e []config.Entry, trace []Request) ([]Request, error) {
 	on, off := p.On, p.Off
 	if on == 0 {
-		on = defaultOn
+		on = DefaultOn
 	}
 	if off == 0 {
-		off = defaultOff
+		off = DefaultOff
 	}
 	end := p.Duration.Microseconds()
 	// A random phase, so that clients do not all burst at time zero.
