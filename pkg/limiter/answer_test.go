@@ -106,8 +106,8 @@ descriptors:
 func TestHeaderNamesEscaped(t *testing.T) {
 	for _, tt := range []struct{ yamlName, name, policy, reason string }{
 		{`'caf\ "é"'`, `caf\ "é"`, `"caf\\ \"??\"";q=1;w=60`, `caf\ "?"`},
-		// The marker the body is split at, in a name: the body is built whole.
-		{`"a\x01retry\x01b"`, "a\x01retry\x01b", `"a?retry?b";q=1;w=60`, "a?retry?b"},
+		// (A name holding the marker the body is split at, \x01, is refused
+		// by the config: names hold no control characters.)
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := start(t, Options{Config: configOf(t, `domain: edge
