@@ -24,10 +24,14 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
+// testConfig admits 3 requests a client in any hour: a sliding log has no
+// window end for a run to straddle (4 requests across a fixed minute's end
+// were all admitted), so the fourth of a run is refused however slow the
+// machine, short of an hour.
 const testConfig = `domain: edge
 descriptors:
   - key: client
-    rate_limit: {name: per-client, unit: minute, requests_per_unit: 3, algorithm: fixed_window}
+    rate_limit: {name: per-client, unit: hour, requests_per_unit: 3, algorithm: sliding_log}
 `
 
 // inProcess is a run() in this process, on ports the kernel chose.
@@ -257,7 +261,7 @@ func TestRedisOutage(t *testing.T) {
 						t.Fatalf("error, request %d: %v; want UNAVAILABLE", i, err)
 					}
 				case "local":
-					// A share of 0.34 of 3 per minute is 1 in this process.
+					// A share of 0.34 of 3 an hour is 1 in this process.
 					want := rlsv3.RateLimitResponse_OVER_LIMIT
 					if i == 0 {
 						want = rlsv3.RateLimitResponse_OK

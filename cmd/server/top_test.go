@@ -23,9 +23,8 @@ import (
 func TestDebugTop(t *testing.T) {
 	s := startServer(t, "-config", writeConfig(t, testConfig))
 	ctx := context.Background()
-	// The limit is 3 a minute in a fixed window: requests that straddle a
-	// minute's end are refused fewer times, so the refusals expected are
-	// those the server answered.
+	// The refusals expected are those the server answered, whatever the
+	// limit's algorithm makes of the time the requests took.
 	send := func(client string, n int) (refused int64) {
 		for range n {
 			resp, err := s.client.ShouldRateLimit(ctx, request(client))
@@ -82,9 +81,9 @@ func TestAdminPageHostile(t *testing.T) {
 	s := startServer(t, "-config", writeConfig(t, testConfig))
 	ctx := context.Background()
 	values := []string{"\xff\xfe", "<script>alert(1)</script>", `"><img src=x onerror=alert(1)>`, strings.Repeat("x", 1024), "a\x00b", "é\u202e"}
-	// refused counts the refusals the server answered: 4 requests a key
-	// are one refusal, or none when they straddle the fixed window's
-	// minute (the run takes seconds).
+	// refused counts the refusals the server answered (4 requests a key
+	// on 3 an hour: one each), whatever the limit's algorithm makes of the
+	// time the run took.
 	var refused int
 	refuse := func(v string) {
 		for range 4 { // 3 admitted, then refused
