@@ -79,7 +79,10 @@ func TestLeaseExpires(t *testing.T) {
 	for name, l := range leaseStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			const ttl = 300 * time.Millisecond
+			// Long enough for the three calls that fill the key and find it
+			// full on a loaded machine: with 300 ms, a first slot could
+			// expire before the third call and the full key admit it.
+			const ttl = 2 * time.Second
 			for i := range 2 {
 				if ok, _, _, err := l.Acquire(ctx, "dead-"+name, fmt.Sprint("crashed", i), 2, ttl); !ok || err != nil {
 					t.Fatalf("slot %d: %v, %v", i, ok, err)

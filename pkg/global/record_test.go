@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -29,6 +30,7 @@ func TestRecordAcrossVersions(t *testing.T) {
 	}
 	got := make([]Result, 1)
 	late := Item{Key: key, Params: p, Cost: 4, Mode: algorithm.Force, Age: 20_000}
+	start := time.Now()
 	if err := rs.DecideAt(ctx, []Item{late}, got, w0+sec+5_000); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,10 @@ func TestRecordAcrossVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (2*sec - 5_000) / 1000; ttl.Milliseconds() < want-50 || ttl.Milliseconds() > want {
-		t.Errorf("PTTL %v; want about %d ms: the window's end and one more (algorithm.Keep)", ttl, want)
+	// Less what has passed since the script set it (PTTL counts whole ms):
+	// on a loaded machine the calls took more than 50 ms.
+	took := time.Since(start).Milliseconds() + 1
+	if want := (2*sec - 5_000) / 1000; ttl.Milliseconds() < want-took || ttl.Milliseconds() > want {
+		t.Errorf("PTTL %v %d ms later; want about %d ms: the window's end and one more (algorithm.Keep)", ttl, took, want)
 	}
 }

@@ -20,10 +20,21 @@ import (
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
+// engineLimits are the limits of the engines, which decide on the real
+// clock: 3 requests a client in any hour. A sliding log has no window end
+// for the requests of a test to straddle (across a fixed minute's end, all
+// 6 of TestEngineInMemory's could be admitted); the fake-clock tests keep
+// limits.
+const engineLimits = `domain: api
+descriptors:
+  - key: client
+    rate_limit: {name: per-client, unit: hour, requests_per_unit: 3, algorithm: sliding_log}
+`
+
 func configFile(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "limits.yaml")
-	if err := os.WriteFile(path, []byte(limits), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(engineLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -64,10 +75,10 @@ func admitted(t *testing.T, n int, client string, ms ...*Middleware) int {
 func TestEngineInMemory(t *testing.T) {
 	m := perKey(t, newEngine(t, EngineOptions{Config: configFile(t)}))
 	if n := admitted(t, 6, "a", m); n != 3 {
-		t.Errorf("admitted %d of 6 on 3 a minute", n)
+		t.Errorf("admitted %d of 6 on 3 an hour", n)
 	}
 	if n := admitted(t, 6, "a\xff", m); n != 3 {
-		t.Errorf("a header with a 0xFF byte: admitted %d of 6 on 3 a minute", n)
+		t.Errorf("a header with a 0xFF byte: admitted %d of 6 on 3 an hour", n)
 	}
 	if _, err := NewEngine(EngineOptions{}); err == nil {
 		t.Error("NewEngine without a config: no error")
@@ -98,7 +109,7 @@ func TestEngineSharedRedis(t *testing.T) {
 	a := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9, Registerer: reg}))
 	b := perKey(t, newEngine(t, EngineOptions{Config: cfg, Redis: client(), Timeout: 1e9}))
 	if n := admitted(t, 10, "shared", a, b); n != 3 {
-		t.Errorf("two instances on one Redis admitted %d of 10 on 3 a minute; want 3", n)
+		t.Errorf("two instances on one Redis admitted %d of 10 on 3 an hour; want 3", n)
 	}
 	// Redis gone: the default failure mode answers an error, and the
 	// middleware serves (fail open).
