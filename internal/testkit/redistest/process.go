@@ -18,8 +18,12 @@ import (
 )
 
 const (
-	// readyTimeout bounds every wait for a process or a cluster to come up.
-	readyTimeout = 10 * time.Second
+	// readyTimeout bounds every wait for a process or a cluster to come up:
+	// generous, since it costs nothing when they come up at once, and on a
+	// loaded machine, with the packages' tests starting servers, clusters
+	// and sentinels in parallel, a cluster's nodes can take seconds to
+	// agree.
+	readyTimeout = 30 * time.Second
 	// pollInterval is the pause between readiness probes.
 	pollInterval = 20 * time.Millisecond
 	// startAttempts is how many fresh ports a start tries: a port found free
