@@ -89,8 +89,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 
 	// Nothing refused yet; then demo is, after the page loaded: its key
-	// appears by the page's own refresh, within its interval (and the
-	// second a sample may take).
+	// appears by the page's own refresh, within two of its intervals (and
+	// the second a sample may take): on a loaded machine the browser's
+	// timer runs late (the key took 1.9 s of the 3 s once allowed).
 	if n := eval[float64](t, ctx, `document.querySelectorAll(".toplimit").length`); n != 0 {
 		t.Fatalf("%v limits in the top list before any refusal", n)
 	}
@@ -100,7 +101,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 			over++
 		}
 	}
-	for range 5 {
+	// 7 on 3 an hour: refused at least once even if they straddle the
+	// fixed window's end (3 in each window at most).
+	for range 7 {
 		ask(t, direct, "user", "mallory")
 	}
 	if over != 7 {
@@ -108,15 +111,15 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 	refused := time.Now()
 	pageTrue(t, ctx, `[...document.querySelectorAll('.toplimit[data-limit="demo"] .topkey .key')].some(k => k.textContent === "generic_key=demo")`,
-		console.Refresh+time.Second, "generic_key=demo in demo's top keys")
+		2*console.Refresh+time.Second, "generic_key=demo in demo's top keys")
 	t.Logf("the refused key showed on the page %v after its last refusal", time.Since(refused).Round(time.Millisecond))
 	if got := eval[string](t, ctx, `document.querySelector('.toplimit[data-limit="demo"] .topkey .num').textContent`); got != "7" {
 		t.Errorf("demo's top key counts %s refusals; want 7", got)
 	}
 	pageTrue(t, ctx, `[...document.querySelectorAll('.toplimit[data-limit="per-user"] .topkey .key')].some(k => k.textContent === "user=mallory")`,
-		console.Refresh+time.Second, "the shadow-mode refusals of user=mallory")
+		2*console.Refresh+time.Second, "the shadow-mode refusals of user=mallory")
 	pageTrue(t, ctx, `(() => { const l = document.querySelector('#chart polyline[data-result="over_limit"]'); return l ? +l.dataset.total : 0 })() >= 7`,
-		console.Refresh+2*time.Second, "the chart's over_limit series to count the 7 refusals")
+		2*console.Refresh+2*time.Second, "the chart's over_limit series to count the 7 refusals")
 	screenshot(t, ctx, "admin-server.png")
 
 	// The sidecar's page: its tier and upstream.

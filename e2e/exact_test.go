@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/localtier"
 )
 
 // Exactness under pressure: a deployment of sluice (clients on the
@@ -57,9 +58,12 @@ type matrixRow struct {
 	sent, ok, exact    int
 	errs               int
 	ratio, tripsPerReq float64
-	fallback, shed     float64 // decisions no central state took part in
-	slow, dropped      float64
-	upDown             bool // a sidecar's upstream was ever marked down
+	// flushes is the most flush calls the sidecars could make in the run
+	// (async): one a -flush-interval each.
+	flushes        float64
+	fallback, shed float64 // decisions no central state took part in
+	slow, dropped  float64
+	upDown         bool // a sidecar's upstream was ever marked down
 }
 
 func (r matrixRow) String() string {
@@ -81,7 +85,8 @@ func matrixBounds(pattern string) (least, most float64) {
 // check says what in the row misses the goals: admitted within the
 // traffic's bounds of exact, no error, nothing decided without the central
 // state, no upstream marked down, and (async) fewer than 0.05 Redis round
-// trips a request.
+// trips a request, or, on a machine too slow to offer 20 requests a
+// flush, no more than one a flush.
 func (r matrixRow) check() error {
 	least, most := matrixBounds(r.pattern)
 	var errs []string
@@ -91,8 +96,8 @@ func (r matrixRow) check() error {
 	if r.errs > 0 || r.fallback > 0 || r.shed > 0 || r.upDown {
 		errs = append(errs, fmt.Sprintf("%d errors, %.0f fallback, %.0f shed, upstream down %v; want none", r.errs, r.fallback, r.shed, r.upDown))
 	}
-	if r.mode == "async" && r.tripsPerReq >= 0.05 {
-		errs = append(errs, fmt.Sprintf("%.4f Redis round trips a request; want under 0.05", r.tripsPerReq))
+	if trips := r.tripsPerReq * float64(r.sent); r.mode == "async" && r.tripsPerReq >= 0.05 && trips > r.flushes {
+		errs = append(errs, fmt.Sprintf("%.4f Redis round trips a request, %.0f in all; want under 0.05, or at most one a flush (%.0f)", r.tripsPerReq, trips, r.flushes))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -125,7 +130,10 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	var servers, fronts []*proc
 	var addrs []string
 	for i := range c.servers {
-		args := []string{"-config", cfg, "-redis-url", redis.URL()}
+		// Requests wait for Redis however slow a loaded machine makes it
+		// (with the default, a second, requests were shed): a shed
+		// decision is not the central state's.
+		args := []string{"-config", cfg, "-redis-url", redis.URL(), "-store-max-wait", "30s"}
 		if c.mode == "cached" {
 			args = append(args, "-redis-mode", "cached")
 		} else {
@@ -158,7 +166,9 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 			targets = append(targets, clients[i])
 		}
 	}
-	l := load{targets: targets, callers: 60, duration: duration, keys: matrixKeys,
+	// The callers wait for their answers as long as the servers wait for
+	// Redis: on a loaded machine, a second's timeout failed requests.
+	l := load{targets: targets, callers: 60, duration: duration, keys: matrixKeys, timeout: 30 * time.Second,
 		request: func(k int) *rlsv3.RateLimitRequest { return descriptors("edge", "client", "m"+strconv.Itoa(k)) }}
 	if c.pattern == "1.5x" {
 		l.rate, l.callers = 1.5*matrixLimit*matrixKeys, 30
@@ -192,6 +202,10 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	row := matrixRow{mode: c.mode, alg: c.alg, pattern: c.pattern, servers: c.servers,
 		sent: res.sent, ok: res.ok, exact: exact, errs: res.errs,
 		ratio: float64(res.ok) / float64(exact), tripsPerReq: (trips() - trips0) / float64(res.sent)}
+	if c.mode == "async" {
+		// From trips0 to the counters read: the run and the flushes after.
+		row.flushes = float64(len(fronts)) * (time.Since(res.start).Seconds() + 1) / localtier.DefaultFlushInterval.Seconds()
+	}
 	for _, f := range fronts {
 		row.fallback += f.metric(t, "sluice_tier_decisions_total", "tier", "fallback")
 		row.slow += f.metric(t, "sluice_tier_decisions_total", "tier", "slow")

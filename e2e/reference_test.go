@@ -129,10 +129,12 @@ func TestReferenceEnvironmentXDS(t *testing.T) {
 			t.Errorf("/readyz before any config = %d; want 503", resp.StatusCode)
 		}
 	}
+	// Generous deadlines: the first snapshot waits for an mTLS handshake
+	// and the xDS client's retry, seconds on a loaded machine.
 	cp.Push("1", xdstest.LimitConfig("gateway", 10))
-	waitFor(t, 5*time.Second, "the first snapshot to decide", func() bool { return limitOf() == 10 })
+	waitFor(t, 30*time.Second, "the first snapshot to decide", func() bool { return limitOf() == 10 })
 	cp.Push("2", xdstest.LimitConfig("gateway", 20))
-	waitFor(t, 5*time.Second, "the next snapshot to decide", func() bool { return limitOf() == 20 })
+	waitFor(t, 30*time.Second, "the next snapshot to decide", func() bool { return limitOf() == 20 })
 	if !strings.Contains(server.logTail(), "-config-xds-server from CONFIG_TYPE") {
 		t.Errorf("the log does not say the xDS source came from the reference's settings:\n%s", server.logTail())
 	}

@@ -28,7 +28,7 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: generic_key
     value: demo
-    rate_limit: {name: demo, unit: minute, requests_per_unit: 5}
+    rate_limit: {name: demo, unit: hour, requests_per_unit: 5}
 `
 	dir := t.TempDir()
 	file := filepath.Join(dir, "edge.yaml")
@@ -61,7 +61,9 @@ descriptors:
 	stop := load{targets: []rlsv3.RateLimitServiceClient{server.client(t)}, callers: 16, duration: time.Minute, keys: 100, request: req, trace: true}.start()
 
 	// Each phase lasts until the server has decided 50 more requests: at
-	// most 16 of them were sent in the phase before.
+	// most 16 of them were sent in the phase before. The first limit is 5
+	// an hour: its bucket refills no token while the phase lasts, however
+	// slow the machine (at 5 a minute, one came back every 12 s).
 	decided := func() float64 { return server.metric(t, "sluice_tier_decisions_total") }
 	phase := func(what string) {
 		n := decided()
@@ -70,7 +72,9 @@ descriptors:
 	phase("traffic on the first config")
 	before := readyz()
 	saved := time.Since(start)
-	save(strings.Replace(tight, "requests_per_unit: 5}", "requests_per_unit: 1000000}", 1))
+	// Raised far above what the load offers: a billion an hour refills
+	// 277,778 tokens a second (a million an hour, 278, which it outruns).
+	save(strings.Replace(tight, "requests_per_unit: 5}", "requests_per_unit: 1000000000}", 1))
 	waitFor(t, 10*time.Second, "the new config to be served", func() bool { return readyz() != before })
 	raised := time.Since(start)
 	phase("traffic on the raised limit")
@@ -106,14 +110,14 @@ descriptors:
 			}
 		}
 	}
-	t.Logf("admitted %d on 5/min; after raising it %d admitted, %d over; after the invalid file %d requests, %d over", okBefore, okAfter, overAfter, afterRejected, overRejected)
+	t.Logf("admitted %d on 5/h; after raising it %d admitted, %d over; after the invalid file %d requests, %d over", okBefore, okAfter, overAfter, afterRejected, overRejected)
 	if okBefore > 5 {
-		t.Errorf("admitted %d on a limit of 5 a minute", okBefore)
+		t.Errorf("admitted %d on a limit of 5 an hour", okBefore)
 	}
 	if overAfter > 0 || okAfter == 0 {
 		t.Errorf("after the limit was raised: %d admitted, %d over limit; want every request admitted", okAfter, overAfter)
 	}
 	if overRejected > 0 || afterRejected == 0 {
-		t.Errorf("after an invalid file: %d of %d over limit; want the last good limit (a million a minute) to admit them all", overRejected, afterRejected)
+		t.Errorf("after an invalid file: %d of %d over limit; want the last good limit (a billion an hour) to admit them all", overRejected, afterRejected)
 	}
 }

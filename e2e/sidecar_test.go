@@ -117,7 +117,7 @@ func TestSidecarSyncExact(t *testing.T) {
 	tr := startTier(t, fmt.Sprintf(`domain: edge
 descriptors:
   - key: api_key
-    rate_limit: {name: per-key, unit: hour, requests_per_unit: %d}
+    rate_limit: {name: per-key, unit: day, requests_per_unit: %d}
   - key: client
     rate_limit: {name: per-client, unit: minute, requests_per_unit: %[1]d, algorithm: sliding_log}
 `, limit), 3, "sync")
@@ -131,7 +131,10 @@ descriptors:
 			if res.errs > 0 || res.sent != 3*limit {
 				t.Fatalf("%d errors (the first: %v), %d of %d sent", res.errs, res.firstErr, res.sent, 3*limit)
 			}
-			// A token bucket of 400 an hour refills one token in 9 s.
+			// Nothing comes back while the load lasts (at most 30 s): a
+			// token bucket of 400 a day refills one token in 216 s (of 400
+			// an hour, one in 9 s, which a loaded machine's run can
+			// outlast), a sliding log of 400 a minute frees none for 60 s.
 			if res.ok != limit {
 				t.Errorf("three sync sidecars admitted %d of %d requests; want exactly the limit %d", res.ok, res.sent, limit)
 			}
@@ -178,7 +181,7 @@ descriptors:
 			// (loadgen.RoundTripsMetric), and commands by Redis's INFO, which
 			// also counts those a script runs.
 			res, err := loadgen.Run(context.Background(), loadgen.Options{
-				Target: target, Concurrency: 64, Duration: time.Minute, Requests: flood, Timeout: time.Second,
+				Target: target, Concurrency: 64, Duration: time.Minute, Requests: flood, Timeout: 10 * time.Second,
 				Domain: "edge", Descriptors: "remote_address=10.0.0.1",
 				RedisAddr: tr.redis.Addr, MetricsURL: "http://" + tr.server.HTTP + "/metrics",
 			})
@@ -260,7 +263,9 @@ descriptors:
 		tr = startTier(t, yaml, sc.sidecars, "async", "-flush-interval", flush.String())
 	}
 	targets := tr.targets(t)
-	waitForWindow(t, time.Minute, sc.duration+3*time.Second)
+	// The load's admissions in one window: it sends for sc.duration, its
+	// calls may take their 1 s timeout, and a loaded machine is late.
+	waitForWindow(t, time.Minute, sc.duration+10*time.Second)
 	trips0 := tr.roundTrips(t)
 	res := load{
 		targets: targets, callers: 64, duration: sc.duration, keys: sc.keys,
@@ -289,7 +294,11 @@ descriptors:
 		worstLag = max(worstLag, histogramMax(mf, "sluice_localfilter_flush_lag_seconds"))
 		s.stop() // flushes what it admitted
 	}
-	cycle += worstRTT + worstLag
+	// A flush slower than the histograms' largest bucket (250 ms) makes
+	// the cycle +Inf; none outlasted the run, and a cycle as long as the
+	// run already bounds each sidecar by all it was offered and by its
+	// bucket's refill over the run.
+	cycle = min(cycle+worstRTT+worstLag, res.elapsed.Seconds())
 	perReq := trips / float64(res.sent)
 
 	// The bound, per key: Σ over sidecars of min(b + r·C, q(C)) + 1, with
@@ -326,8 +335,12 @@ descriptors:
 		"%d keys went over the limit, worst overshoot %.0f%% of its bound (C = F %v + lag %.1fms + RTT %.1fms); Redis round trips %.0f = %.4f/request",
 		sc.sidecars, fronts, sc.keys, sc.limit, sc.duration, res.sent, float64(res.sent)/res.elapsed.Seconds(), res.ok, res.over,
 		res.quantile(0.5), res.quantile(0.99), over, 100*worst, flush, worstLag*1000, worstRTT*1000, trips, perReq)
-	if perReq >= 0.2 {
-		t.Errorf("%.4f Redis round trips per request; want below 0.2", perReq)
+	// Fewer than 0.2 a request while the machine offers 750 requests a
+	// second; on one too slow for that, no more than one a flush (and a
+	// cached server's heartbeat, once a second).
+	run := res.elapsed.Seconds() + 1
+	if most := float64(sc.sidecars) * (run/flush.Seconds() + run); perReq >= 0.2 && trips > most {
+		t.Errorf("%.4f Redis round trips per request, %.0f in all; want below 0.2, or at most one a flush (%.0f)", perReq, trips, most)
 	}
 }
 
@@ -344,7 +357,9 @@ func waitForWindow(t *testing.T, w, need time.Duration) {
 }
 
 // fixedWindowCounts returns the counts of every fixed_window state in Redis
-// ("start count previous"), sorted.
+// ("start count previous"), the previous window's with the current one's
+// (hits admitted before a window's end and recorded after it count in the
+// previous window's), sorted.
 func fixedWindowCounts(t *testing.T, c *redis.Client) []int {
 	t.Helper()
 	ctx := context.Background()
@@ -363,10 +378,11 @@ func fixedWindowCounts(t *testing.T, c *redis.Client) []int {
 			t.Fatalf("%s = %q: not a fixed_window state", iter.Val(), v)
 		}
 		n, err := strconv.Atoi(f[1])
-		if err != nil {
+		prev, err2 := strconv.Atoi(f[2])
+		if err != nil || err2 != nil {
 			t.Fatalf("%s = %q: not a fixed_window state", iter.Val(), v)
 		}
-		counts = append(counts, n)
+		counts = append(counts, n+prev)
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)

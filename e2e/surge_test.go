@@ -35,6 +35,9 @@ descriptors:
 	// (this load sets none) wait for Redis however slow this process gets
 	// under -race, so none is shed and the counts stay exact.
 	server := startServer(t, "server", "-config", cfg, "-redis-url", redis.URL(), "-store-max-wait", "30s")
+	// The fixed window holds the whole run: across its end, each key would
+	// be admitted its limit again.
+	waitForWindow(t, time.Hour, time.Minute)
 	loads := []loadgen.Options{
 		{Target: server.GRPC, Concurrency: 192, Conns: 3, Duration: 10 * time.Second,
 			Domain: "edge", Descriptors: "api_key=k%d", Keys: 10_000, Label: "far from limits",

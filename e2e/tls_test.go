@@ -46,10 +46,13 @@ func TestSidecarMTLS(t *testing.T) {
 	serverCert, serverKey := ca.Issue(t, "server", "server.sluice")
 	sidecarCert, sidecarKey := ca.Issue(t, "sidecar", "sidecar.sluice")
 	envoyCert, envoyKey := ca.Issue(t, "envoy", "envoy.sluice")
+	// 5 in any hour: no window end for the hits to straddle before the
+	// server is asked what is left (a fixed minute's end would reset it
+	// to 5).
 	cfg := writeConfig(t, `domain: edge
 descriptors:
   - key: client
-    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: fixed_window}
+    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: sliding_log}
 `)
 	server := startServer(t, "server", "-config", cfg,
 		"-grpc-tls-cert", serverCert, "-grpc-tls-key", serverKey, "-grpc-tls-client-ca", ca.Path("ca.pem"),
