@@ -307,16 +307,27 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	c := t.startSync(request(b))
 	wait := time.NewTimer(t.callTimeout(ctx, rls.SidecarSync))
 	defer wait.Stop()
+	timedOut := false
 	select {
 	case <-c.done:
 		c.stop()
 	case <-ctx.Done():
-		// The caller went away: not the upstream's fault.
-		c.stop()
-		t.returnLocal(b, share, now, set)
-		t.br.Release(probe)
-		return ctx.Err()
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller went away (Envoy reset the stream): not the
+			// upstream's fault, and nothing to count.
+			c.stop()
+			t.returnLocal(b, share, now, set)
+			t.br.Release(probe)
+			return ctx.Err()
+		}
+		// The caller's deadline passed before the call's own bound fired
+		// (a late timer on a busy machine; select picks either when both
+		// are ready): as below.
+		timedOut = true
 	case <-wait.C:
+		timedOut = true
+	}
+	if timedOut {
 		// No answer in time (the call's bound is within the caller's
 		// deadline): answer locally, even if the caller's deadline has
 		// passed meanwhile (a busy machine): a caller that timed out

@@ -473,6 +473,26 @@ func TestSilentUpstreamWithinCallerDeadline(t *testing.T) {
 	}
 }
 
+// TestSyncCallerDeadlinePassedIsCounted: when the caller's deadline has
+// passed by the time the upstream's call is given up (a late timer on a
+// busy machine), the caller (Envoy, failing open) admitted the request
+// itself: it is answered locally and counted, never dropped as a caller
+// that went away, however select picks between the two ready channels.
+func TestSyncCallerDeadlinePassedIsCounted(t *testing.T) {
+	up := &silentUpstream{}
+	clk := newClock()
+	s, _ := sidecar(t, up, Options{Mode: Sync, Timeout: time.Second, FallbackShare: 0.5, Now: clk.Now})
+	clk.Advance(2 * slowWindow) // silent since the start: gone, not slow
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	for i := range 20 {
+		resp, err := s.ShouldRateLimit(ctx, req("bucket", fmt.Sprint("late-", i)))
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("request %d, the caller's deadline passed: %v, %v; want a local answer", i, resp, err)
+		}
+	}
+}
+
 // TestAsyncProbesWithNothingPending: an async sidecar whose upstream went
 // away probes it when the retry interval has passed even with no hits to
 // send, so it does not stay on the fallback share once the upstream is back.
