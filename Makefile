@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test deps fmt vet unit run bench fuzz
+.PHONY: test soak deps fmt vet unit run bench fuzz
 
 FUZZTIME ?= 30s
 
@@ -12,6 +12,15 @@ test: deps fmt
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /e2e$$)
 	$(GO) test -race -count=1 -timeout 15m ./e2e
+
+# soak: what make test leaves out because it takes long, tagged soak: the
+# exactness matrix (every deployment, algorithm, traffic shape and server
+# count against an exact limiter: 35-40 minutes at 3 runs a cell) and the
+# long fault and bound tests. SOAKFLAGS reach the e2e package, e.g.
+# SOAKFLAGS='-matrix.runs 1 -matrix.out /tmp/matrix.md'.
+soak: deps
+	$(GO) test -race -tags soak -count=1 -timeout 30m $$($(GO) list ./... | grep -v /e2e$$)
+	$(GO) test -tags soak -count=1 -timeout 4h ./e2e -v $(SOAKFLAGS)
 
 deps:
 	./scripts/install-test-deps.sh
