@@ -17,9 +17,10 @@ import (
 // connections' worth of callers while eight well-behaved clients each spend
 // their burst (the per-client limit of envoy/ratelimit-config: 20 a second,
 // bursts of 40). The flood is answered from the flag cache, so the others
-// keep their full allowance, and their p99 latency stays within a bound
-// stated against the same clients' p99 without the flood: 4 × + 10 ms (the
-// flood competes with them for the two cores, not for the store).
+// keep their full allowance: it competes with them for the two cores, not
+// for the store. Their p99 latency with and without the flood is logged,
+// not asserted: on a machine whose cores other work also takes, it says
+// how busy the machine was, not what sluice did.
 func TestFlooderSparesOthers(t *testing.T) {
 	const burst, wellBehaved = 40, 8
 	redis := redistest.Start(t)
@@ -54,6 +55,10 @@ func TestFlooderSparesOthers(t *testing.T) {
 	}
 
 	baseLat, baseAdmitted := wellBehavedRun(0)
+	fromCache := func() float64 {
+		return server.metric(t, "sluice_tier_decisions_total", "tier", "flag_cache", "result", "over_limit")
+	}
+	cachedBefore := fromCache()
 
 	stop := load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
 		request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.start()
@@ -63,6 +68,7 @@ func TestFlooderSparesOthers(t *testing.T) {
 	})
 	floodLat, floodAdmitted := wellBehavedRun(wellBehaved)
 	f := stop()
+	cached := fromCache() - cachedBefore
 
 	for c := range wellBehaved {
 		if baseAdmitted[c] != burst || floodAdmitted[c] != burst {
@@ -72,12 +78,14 @@ func TestFlooderSparesOthers(t *testing.T) {
 	if f.ok > burst+int(20*f.elapsed.Seconds())+1 {
 		t.Errorf("the flooder was admitted %d times in %v; its limit allows %d + 20/s", f.ok, f.elapsed, burst)
 	}
-	p99 := func(lat []time.Duration) time.Duration { return quantile(slices.Sorted(slices.Values(lat)), 0.99) }
-	base, under := p99(baseLat), p99(floodLat)
-	bound := 4*base + 10*time.Millisecond
-	t.Logf("flooder: %d requests (%.0f/s), %d admitted; well-behaved p99 %v alone, %v under the flood (bound %v)",
-		f.sent, float64(f.sent)/f.elapsed.Seconds(), f.ok, base, under, bound)
-	if under > bound {
-		t.Errorf("well-behaved clients' p99 under the flood %v; want at most %v (4 × %v alone + 10ms)", under, bound, base)
+	// The flood's refusals come from the flag cache: at most one caller
+	// of 32 reaches the store each time the flag expires (20 times a
+	// second at 20/s), the rest are answered from memory.
+	refused := f.sent - f.ok
+	if storeRefused := float64(refused) - cached; storeRefused > float64(32*(int(20*f.elapsed.Seconds())+2)) {
+		t.Errorf("%d of the flood's %d refusals from the flag cache; %v reached the store, more than 32 callers × each flag's expiry", int(cached), refused, storeRefused)
 	}
+	p99 := func(lat []time.Duration) time.Duration { return quantile(slices.Sorted(slices.Values(lat)), 0.99) }
+	t.Logf("flooder: %d requests (%.0f/s), %d admitted, %d refused from the flag cache; well-behaved p99 %v alone, %v under the flood",
+		f.sent, float64(f.sent)/f.elapsed.Seconds(), f.ok, int(cached), p99(baseLat), p99(floodLat))
 }
