@@ -172,7 +172,10 @@ func FuzzShouldRateLimit(f *testing.F) {
 }
 
 // FuzzShouldRateLimitRedis drives the request path on a real redis-server,
-// which must never run a script for 50 ms or more (its SLOWLOG says).
+// which must never run a script for 500 ms or more (its SLOWLOG says): a
+// request that makes a script loop over what it carries (a huge cost, a
+// log's runs) blocks Redis far longer; 50 ms, once the bound, was within
+// what a Redis preempted on two busy cores shows for a plain script.
 func FuzzShouldRateLimitRedis(f *testing.F) {
 	addSeeds(f)
 	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(fuzzConfig)})
@@ -182,7 +185,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	srv := redistest.Start(f)
 	client := srv.Client(f)
 	ctx := context.Background()
-	if err := client.ConfigSet(ctx, "slowlog-log-slower-than", "50000").Err(); err != nil {
+	if err := client.ConfigSet(ctx, "slowlog-log-slower-than", "500000").Err(); err != nil {
 		f.Fatal(err)
 	}
 	client.SlowLogReset(ctx)
@@ -205,7 +208,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, dhits uint64, setHits bool, rpu uint32, unit int32, mult uint32, record bool, n uint8) {
 		fuzzInput{domain, k1, v1, k2, v2, hits, dhits, setHits, rpu, unit, mult, record, n}.check(t, svc)
 		if slow, err := client.SlowLogGet(ctx, 10).Result(); err != nil || len(slow) > 0 {
-			t.Fatalf("Redis SLOWLOG (≥ 50 ms): %v, %v", slow, err)
+			t.Fatalf("Redis SLOWLOG (≥ 500 ms): %v, %v", slow, err)
 		}
 	})
 }
