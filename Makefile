@@ -5,13 +5,14 @@ GO ?= go
 FUZZTIME ?= 30s
 
 # test: everything CI runs. Installs missing tools first. The end-to-end
-# tests run on their own, after the rest: they drive the machine with loads
-# and faults of their own (a surge on both cores, Redis frozen) and measure
-# what sluice does under them, not under other packages' tests as well.
+# tests run beside the other packages' tests: they drive the machine with
+# loads and faults of their own (a surge on both cores, Redis frozen) and
+# state bounds that hold however busy the cores are, so other work on the
+# machine is one more load, not a reason to fail (they pass ten runs in a
+# row with two busy loops on the cores).
 test: deps fmt
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /e2e$$)
-	$(GO) test -race -count=1 -timeout 15m ./e2e
+	$(GO) test -race -count=1 -timeout 15m ./...
 
 # soak: what make test leaves out because it takes long, tagged soak: the
 # exactness matrix (every deployment, algorithm, traffic shape and server

@@ -49,7 +49,7 @@ func TestExactMatrix(t *testing.T) {
 						t.Run(name, func(t *testing.T) {
 							r := matrixCell{mode: mode, alg: alg, pattern: pattern, servers: servers}.run(t, *matrixDuration)
 							fmt.Fprintln(out, r)
-							if err := r.check(); err != nil {
+							if err := r.check(0); err != nil {
 								t.Errorf("%s: %v", name, err)
 							}
 						})
