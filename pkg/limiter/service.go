@@ -72,6 +72,13 @@ var ErrLate = errors.New("rate limit store did not answer in time")
 // ErrNoConfig says no descriptor config is loaded yet.
 var ErrNoConfig = errors.New("no descriptor config loaded")
 
+// ErrRecordDenied was returned for a record marker from a caller not
+// known as a sidecar. Such a marker is now ignored and the request
+// decided as a client's (see pkg/peerauth), so nothing returns it.
+//
+// Deprecated: never returned; ErrRecordDenied goes in the next release.
+var ErrRecordDenied = errors.New("this caller may not record hits")
+
 // Options configure a Service.
 //
 // New copies them; what they name (Config, Decider, Cache, Logger,
