@@ -162,7 +162,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 // ask sends one request of a single entry to c and returns its code.
 func ask(t *testing.T, c rlsv3.RateLimitServiceClient, key, value string) rlsv3.RateLimitResponse_Code {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Long enough for the first call's connection on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}},

@@ -42,10 +42,13 @@ descriptors:
 				return load{targets: target, callers: 64, duration: 5 * time.Second, total: 2 * limit, keys: 500, request: req}.run(context.Background())
 			}
 			// Both bursts must land whole on their side of the boundary; on a
-			// machine too slow for that at one boundary, try the next.
+			// machine too slow for that at one boundary, try the next, the
+			// first burst started earlier each time (300 ms before the
+			// boundary, then 600, then 900).
 			for attempt := 1; ; attempt++ {
-				boundary := nextBoundary(window, 400*time.Millisecond)
-				time.Sleep(time.Until(boundary.Add(-300 * time.Millisecond)))
+				lead := min(300*time.Millisecond*time.Duration(attempt), 900*time.Millisecond)
+				boundary := nextBoundary(window, lead+100*time.Millisecond)
+				time.Sleep(time.Until(boundary.Add(-lead)))
 				start := time.Now()
 				before := burst()
 				beforeEnd := start.Add(before.elapsed)
@@ -56,8 +59,8 @@ descriptors:
 					t.Fatalf("errors: %v %v", before.firstErr, after.firstErr)
 				}
 				if !beforeEnd.Before(boundary) || span > window-200*time.Millisecond {
-					if attempt == 3 {
-						t.Fatalf("three attempts, and the bursts never fitted either side of a boundary (last: first burst %v, both %v)", before.elapsed, span)
+					if attempt == 5 {
+						t.Fatalf("five attempts, and the bursts never fitted either side of a boundary (last: first burst %v, both %v)", before.elapsed, span)
 					}
 					// Two idle windows: the bucket is full again and the
 					// sliding window's previous window is empty.

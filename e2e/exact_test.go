@@ -195,7 +195,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	trips0 := trips()
 	res := l.run(context.Background())
 	// The last flushes land before the counters are read.
-	waitFor(t, 5*time.Second, "the fronts' pending hits flushed", func() bool {
+	waitFor(t, 30*time.Second, "the fronts' pending hits flushed", func() bool {
 		for _, f := range fronts {
 			if f.metric(t, "sluice_localfilter_pending_keys") > 0 {
 				return false

@@ -62,7 +62,7 @@ func TestFlooderSparesOthers(t *testing.T) {
 
 	stop := load{targets: []rlsv3.RateLimitServiceClient{target}, callers: 32, duration: time.Minute,
 		request: func(int) *rlsv3.RateLimitRequest { return req(2 * wellBehaved) }}.start()
-	waitFor(t, 5*time.Second, "the flooder held at its limit", func() bool {
+	waitFor(t, 30*time.Second, "the flooder held at its limit", func() bool {
 		resp, err := target.ShouldRateLimit(context.Background(), req(2*wellBehaved))
 		return err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 	})

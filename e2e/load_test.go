@@ -24,7 +24,10 @@ type load struct {
 	total    int
 	keys     int
 	request  func(key int) *rlsv3.RateLimitRequest
-	// timeout bounds each call, as Envoy's filter timeout does. Default 1s.
+	// timeout bounds each call, as Envoy's filter timeout does. Default
+	// 10s: long enough that a call failing it is stuck, not slowed by a
+	// loaded machine (with 1 s, calls set up while four processes shared
+	// two busy cores failed it); a test about latency sets its own.
 	timeout time.Duration
 	// trace keeps every answer in loadResult.events.
 	trace bool
@@ -58,7 +61,7 @@ type loadResult struct {
 
 func (l load) run(ctx context.Context) loadResult {
 	if l.timeout == 0 {
-		l.timeout = time.Second
+		l.timeout = 10 * time.Second
 	}
 	if l.keys == 0 {
 		l.keys = 1
