@@ -10,47 +10,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/internal/testkit/corecfg"
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 )
 
 // testConfig has a limit of each kind the core's rules speak of.
-const testConfig = `domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 3, name: per-client, algorithm: fixed_window}
-  - key: api_key
-    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: per-key}
-  - key: generic_key
-    value: shadowed
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, name: shadow, algorithm: fixed_window}
-  - key: tenant
-    descriptors:
-      - key: path
-        value: /reports*
-        rate_limit: {unit: hour, requests_per_unit: 2, name: reports, algorithm: fixed_window}
-  - key: plan
-    value: free
-    rate_limit: {unit: minute, requests_per_unit: 5, name: free-plan}
-  - key: plan
-    value: vip
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-      name: vip-plan
-      replaces: [{name: free-plan}]
-  - key: open
-    rate_limit: {unlimited: true}
-  - key: banned
-    rate_limit: {unit: minute, requests_per_unit: 0, name: banned}
-  - key: window
-    rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 2, name: thirty-seconds, algorithm: sliding_window}
-`
+const testConfig = corecfg.Edge
 
 // t0 is 15 s into a minute of the Unix epoch, in µs.
-const t0 = int64(1_780_000_200+15) * 1_000_000
+const t0 = corecfg.T0
 
 // clockStore runs the in-memory store at an injected time and counts
 // calls; while err is set, every call fails with it. Its fields are set

@@ -4,16 +4,11 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/testkit/corecfg"
 )
 
-const valuesConfig = `domain: edge
-descriptors:
-  - key: user_agent
-    value: "*sqlmap*"
-    rate_limit: {unit: minute, requests_per_unit: 0, name: scanners}
-  - key: user_agent
-    rate_limit: {unit: minute, requests_per_unit: 2, name: per-agent, algorithm: fixed_window}
-`
+const valuesConfig = corecfg.Values
 
 func agent(v string) *testRequest { return edge(desc("user_agent", v)) }
 

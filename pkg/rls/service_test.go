@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/testkit/corecfg"
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
@@ -26,41 +27,10 @@ import (
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
-const testConfig = `domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 3, name: per-client, algorithm: fixed_window}
-  - key: api_key
-    rate_limit: {unit: second, requests_per_unit: 10, burst: 20, name: per-key}
-  - key: generic_key
-    value: shadowed
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, name: shadow, algorithm: fixed_window}
-  - key: tenant
-    descriptors:
-      - key: path
-        value: /reports*
-        rate_limit: {unit: hour, requests_per_unit: 2, name: reports, algorithm: fixed_window}
-  - key: plan
-    value: free
-    rate_limit: {unit: minute, requests_per_unit: 5, name: free-plan}
-  - key: plan
-    value: vip
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-      name: vip-plan
-      replaces: [{name: free-plan}]
-  - key: open
-    rate_limit: {unlimited: true}
-  - key: banned
-    rate_limit: {unit: minute, requests_per_unit: 0, name: banned}
-  - key: window
-    rate_limit: {unit: second, unit_multiplier: 30, requests_per_unit: 2, name: thirty-seconds, algorithm: sliding_window}
-`
+const testConfig = corecfg.Edge
 
 // t0 is 15 s into a minute of the Unix epoch, in µs.
-const t0 = int64(1_780_000_200+15) * 1_000_000
+const t0 = corecfg.T0
 
 // clockStore runs a real in-memory store at an injected time and counts
 // calls.

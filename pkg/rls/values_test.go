@@ -9,18 +9,12 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/testkit/corecfg"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
-const valuesConfig = `domain: edge
-descriptors:
-  - key: user_agent
-    value: "*sqlmap*"
-    rate_limit: {unit: minute, requests_per_unit: 0, name: scanners}
-  - key: user_agent
-    rate_limit: {unit: minute, requests_per_unit: 2, name: per-agent, algorithm: fixed_window}
-`
+const valuesConfig = corecfg.Values
 
 func agent(v string) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user_agent", v)}}

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,30 +135,34 @@ func literal(e ast.Expr) bool {
 	return lit
 }
 
-// constsOf is a package's constants by name, and its Default… ones.
-func (s *source) constsOf(dir string) (map[string]ast.Expr, []defaultConst) {
-	consts := map[string]ast.Expr{}
-	var defaults []defaultConst
-	for _, f := range s.files[dir] {
+// constSpecs calls fn with each constant declaration of files.
+func constSpecs(files []*ast.File, fn func(*ast.ValueSpec)) {
+	for _, f := range files {
 		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, n := range vs.Names {
-					if i >= len(vs.Values) {
-						continue // iota blocks: not defaults
-					}
-					consts[n.Name] = vs.Values[i]
-					if strings.HasPrefix(n.Name, "Default") {
-						defaults = append(defaults, defaultConst{pkg: dir, name: n.Name, expr: vs.Values[i], at: s.fset.Position(n.Pos())})
-					}
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				for _, spec := range g.Specs {
+					fn(spec.(*ast.ValueSpec))
 				}
 			}
 		}
 	}
+}
+
+// constsOf is a package's constants by name, and its Default… ones.
+func (s *source) constsOf(dir string) (map[string]ast.Expr, []defaultConst) {
+	consts := map[string]ast.Expr{}
+	var defaults []defaultConst
+	constSpecs(s.files[dir], func(vs *ast.ValueSpec) {
+		for i, n := range vs.Names {
+			if i >= len(vs.Values) {
+				continue // iota blocks: not defaults
+			}
+			consts[n.Name] = vs.Values[i]
+			if strings.HasPrefix(n.Name, "Default") {
+				defaults = append(defaults, defaultConst{pkg: dir, name: n.Name, expr: vs.Values[i], at: s.fset.Position(n.Pos())})
+			}
+		}
+	})
 	for i := range defaults {
 		defaults[i].val, _ = eval(defaults[i].expr, consts, 0)
 	}
@@ -275,24 +280,15 @@ func TestMetricsDeclaredOnce(t *testing.T) {
 	s := parseSource(t)
 	names := map[string][]token.Position{}
 	var sources []string
-	for _, f := range s.files["pkg/limiter"] {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Source" {
-					for _, v := range vs.Values {
-						if lit, ok := v.(*ast.BasicLit); ok {
-							sources = append(sources, lit.Value)
-						}
-					}
+	constSpecs(s.files["pkg/limiter"], func(vs *ast.ValueSpec) {
+		if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Source" {
+			for _, v := range vs.Values {
+				if lit, ok := v.(*ast.BasicLit); ok {
+					sources = append(sources, lit.Value)
 				}
 			}
 		}
-	}
+	})
 	if len(sources) < 5 {
 		t.Fatalf("found %d limiter.Source values; the walk missed pkg/limiter/source.go", len(sources))
 	}
@@ -312,7 +308,7 @@ func TestMetricsDeclaredOnce(t *testing.T) {
 						return true
 					}
 					for _, a := range n.Args {
-						if lit, ok := a.(*ast.BasicLit); ok && contains(sources, lit.Value) {
+						if lit, ok := a.(*ast.BasicLit); ok && slices.Contains(sources, lit.Value) {
 							t.Errorf("%s: label value %s written out; it is a limiter.Source", s.fset.Position(lit.Pos()), lit.Value)
 						}
 					}
@@ -329,13 +325,4 @@ func TestMetricsDeclaredOnce(t *testing.T) {
 			t.Errorf("metric %s declared %d times: %v", name, len(at), fmt.Sprint(at))
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
