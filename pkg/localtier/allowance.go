@@ -90,10 +90,11 @@ func (a *allowances) giveBack(b *limiter.Batch, set took) {
 // admit until it reports again (good for lapse ns), or, below zero, none:
 // the key is decided as before.
 func (a *allowances) set(key string, units float64, now, lapse int64) {
+	if units < 0 {
+		a.m.Delete(key) // not tight: no entry
+		return
+	}
 	a.m.Update(key, func(al *allowance, found bool) int64 {
-		if units < 0 {
-			return -1 // not tight: no entry
-		}
 		// What the last allowance left unused, up to one unit, is kept: on
 		// a key several sidecars share, a share of a small pool is a
 		// fraction of a unit, rounded up now and then, and a sidecar asked

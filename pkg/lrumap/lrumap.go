@@ -153,6 +153,19 @@ func (m *Map[V]) Update(key string, f func(v *V, found bool) (size int64)) {
 	}
 }
 
+// Delete drops key, if held, and reports whether it was. Unlike Update
+// returning a negative size, it allocates nothing for a key not held.
+func (m *Map[V]) Delete(key string) bool {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.m[key]
+	if ok {
+		s.drop(n)
+	}
+	return ok
+}
+
 // Get calls f with key's value under its shard's lock, if the key is held,
 // without making it more recently used, and reports whether it was held.
 // f must not change the value's size.

@@ -42,6 +42,28 @@ func TestUpdateKeepsAndDrops(t *testing.T) {
 	}
 }
 
+// TestDelete: Delete drops a key held, and its bytes, and allocates
+// nothing for a key not held.
+func TestDelete(t *testing.T) {
+	m, err := New[int](Options{MaxBytes: 1 << 20, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(m, "a", 1, 10)
+	if !m.Delete("a") || m.Len() != 0 || m.Bytes() != 0 {
+		t.Errorf("Delete(a): %d keys, %d bytes left; want none", m.Len(), m.Bytes())
+	}
+	if _, ok := get(m, "a"); ok {
+		t.Error("a still held")
+	}
+	if m.Delete("a") {
+		t.Error("Delete of a key not held reported true")
+	}
+	if n := testing.AllocsPerRun(100, func() { m.Delete("absent") }); n != 0 {
+		t.Errorf("Delete of a key not held: %v allocations; want 0", n)
+	}
+}
+
 func TestBoundsDropLeastRecentlyUsed(t *testing.T) {
 	per := KeyOverhead[int]() + nameBytes(1)
 	m, err := New[int](Options{MaxBytes: 4*per + 100, MaxKeys: 3, Shards: 1})
