@@ -89,12 +89,12 @@ func matrixBounds(pattern string) (least, most float64) {
 	return 0.95, 1.03
 }
 
-// check says what in the row misses the goals (the least admitted lowered
-// by slack): admitted within the
+// check says what in the row misses the goals: admitted within the
 // traffic's bounds of exact, no error, nothing decided without the central
 // state, no upstream marked down, and (async) fewer than 0.05 Redis round
-// trips a request, or, on a machine too slow to offer 20 requests a
-// flush, no more than one a flush.
+// trips a request. With slack (make test, sharing the machine), the least
+// admitted is lowered by it, and the trips may instead be at most one a
+// flush: a machine too busy to offer 20 requests a flush.
 func (r matrixRow) check(slack float64) error {
 	least, most := matrixBounds(r.pattern)
 	least -= slack
@@ -105,7 +105,9 @@ func (r matrixRow) check(slack float64) error {
 	if r.errs > 0 || r.fallback > 0 || r.shed > 0 || r.upDown {
 		errs = append(errs, fmt.Sprintf("%d errors, %.0f fallback, %.0f shed, upstream down %v; want none", r.errs, r.fallback, r.shed, r.upDown))
 	}
-	if trips := r.tripsPerReq * float64(r.sent); r.mode == "async" && r.tripsPerReq >= 0.05 && trips > r.flushes {
+	// The matrix (slack 0) holds the goal; make test, on a machine too
+	// busy to offer 20 requests a flush, no more than one trip a flush.
+	if trips := r.tripsPerReq * float64(r.sent); r.mode == "async" && r.tripsPerReq >= 0.05 && (slack == 0 || trips > r.flushes) {
 		errs = append(errs, fmt.Sprintf("%.4f Redis round trips a request, %.0f in all; want under 0.05, or at most one a flush (%.0f)", r.tripsPerReq, trips, r.flushes))
 	}
 	if len(errs) == 0 {
