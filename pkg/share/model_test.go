@@ -179,7 +179,10 @@ func TestModel(t *testing.T) {
 		least, most     float64 // bounds on admitted / exact
 		worstShareAbove float64
 	}{
-		{"3 even, flood", even(3), 7, 0.95, 1.05, 0.5},
+		// The tracker rounds at random (roundRandom): the worst-served
+		// of three even sidecars gets 0.50–0.66 of its share from run to
+		// run (token_bucket, 31 runs; 0.50 failed a bound of 0.5 once).
+		{"3 even, flood", even(3), 7, 0.95, 1.05, 0.4},
 		{"3 even, 1.5x", even(3), 1.5, 0.97, 1.05, 0.55},
 		{"80/10/10, flood", []float64{0.8, 0.1, 0.1}, 7, 0.95, 1.05, 0.6},
 		{"10 zipf, flood", zipfWeights(10), 7, 0.95, 1.1, 0.1},
