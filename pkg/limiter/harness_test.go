@@ -57,6 +57,16 @@ func newMemory(t testing.TB) *global.Memory {
 	return m
 }
 
+// memoryAt is an in-memory store deciding at an injected time (µs).
+type memoryAt struct {
+	m   *global.Memory
+	now *atomic.Int64
+}
+
+func (m *memoryAt) Decide(_ context.Context, items []algorithm.Item, out []algorithm.Result) error {
+	return m.m.DecideAt(items, out, m.now.Load())
+}
+
 func mustConfig(t testing.TB, src string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse(map[string][]byte{"test.yaml": []byte(src)})
@@ -111,7 +121,9 @@ func startStore(t testing.TB, opts Options, so StoreOptions) *harness {
 			so.Store = h.store
 		}
 		if so.Fallback == nil {
-			so.Fallback = newMemory(t)
+			// On the store's injected clock: on the real one, a fixed
+			// window's end could fall between two requests of a test.
+			so.Fallback = &memoryAt{m: newMemory(t), now: &h.store.now}
 		}
 		if so.Now == nil {
 			so.Now = h.store.clock
