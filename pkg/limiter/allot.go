@@ -11,13 +11,16 @@ import (
 // descriptor, the units it was asked for per second since it last reported
 // the key (pkg/share). The core answers each with Status.Allowance.
 //
-// A plain value; Rates is read only.
+// A plain value; Rates and Held are read only.
 type Demand struct {
 	// Peer is who the wire authenticated the caller as (pkg/peerauth);
 	// Sidecar the name it gives itself among the sidecars of that peer.
 	Peer, Sidecar string
 	Interval      time.Duration
 	Rates         []float64
+	// Held is, per descriptor, what the sidecar still held of its last
+	// allowance for the key (share.Report.Held); nil: none.
+	Held []float64
 }
 
 // allot gives each status of a recorded request its allowance
@@ -35,6 +38,9 @@ func (s *Service) allot(d *decision, demand *Demand) {
 		}
 		it := &d.batch.Items[j]
 		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
+		if len(demand.Held) == len(demand.Rates) {
+			r.Held = demand.Held[i]
+		}
 		lim := share.Limit{
 			Rate:     float64(it.Params.Limit) / float64(it.Params.Window) * 1e6, // units per second
 			Capacity: float64(algorithm.Capacity(it.Params)),

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/global"
 	"github.com/sluicehq/sluice/pkg/limiter"
@@ -96,4 +97,86 @@ func prometheusGauge(t *testing.T, reg *prometheus.Registry, name string) promet
 	}
 	t.Fatalf("no metric %s", name)
 	return nil
+}
+
+// TestAnswerLessWhatItsRoundTripSpent: an answer is a share of what the
+// limit had left when the report came, which does not hold what the key's
+// last allowance admitted after the report's hits were drained; those come
+// off the answer (a round trip longer than the flush interval spent the
+// rest of the last allowance and all of the new one, 1.07–1.10 × exact).
+func TestAnswerLessWhatItsRoundTripSpent(t *testing.T) {
+	a := newAllowances(10)
+	lapse := int64(time.Second)
+	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
+	take := func(n int, now int64) int {
+		ok := 0
+		for range n {
+			var short took
+			if a.take(b, now, &short) {
+				ok++
+			}
+		}
+		return ok
+	}
+	a.set("k", 5, 0, 0, lapse)
+	if got := take(3, 1); got != 3 {
+		t.Fatalf("took %d of 3 from 5", got)
+	}
+	drained, held := a.spentOf("k") // the report's hits drained: 3 spent, 2 held
+	if drained != 3 || held != 2 {
+		t.Fatalf("spentOf: %v spent, %v held; want 3, 2", drained, held)
+	}
+	if got := take(2, 2); got != 2 {
+		t.Fatalf("took %d of 2 from the 2 left", got)
+	}
+	// The answer, 4, was taken of a pool that still held the 2 spent in
+	// flight: 2 are left of it.
+	a.set("k", 4, drained, 3, lapse)
+	if got := take(5, 4); got != 2 {
+		t.Errorf("after an answer of 4 with 2 spent in its round trip: admitted %d; want 2", got)
+	}
+	// Nothing spent in flight: the answer in full, with what the last one
+	// left unused (at most one unit, carryUnits).
+	drained, _ = a.spentOf("k")
+	a.set("k", 3, drained, 5, lapse)
+	if got := take(5, 6); got != 3 {
+		t.Errorf("after an answer of 3 with nothing spent in its round trip: admitted %d; want 3", got)
+	}
+	// More spent in flight than the answer: none, never below.
+	drained, _ = a.spentOf("k")
+	a.set("k", 4, drained, 7, lapse)
+	take(4, 8)
+	a.set("k", 1, drained, 9, lapse)
+	if got := take(2, 10); got != 0 {
+		t.Errorf("after an answer of 1 with 4 spent in its round trip: admitted %d; want 0", got)
+	}
+}
+
+// TestAnswerAfterTheKeyWasLoose: a report drained while the key had an
+// allowance, answered after an answer in between found the key not tight
+// (its entry gone and made anew): the answer is taken as given, never
+// enlarged by what the old entry had spent.
+func TestAnswerAfterTheKeyWasLoose(t *testing.T) {
+	a := newAllowances(10)
+	lapse := int64(time.Second)
+	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
+	a.set("k", 50, 0, 0, lapse)
+	for range 40 {
+		var short took
+		a.take(b, 1, &short)
+	}
+	drained, _ := a.spentOf("k") // 40
+	a.set("k", -1, 0, 2, lapse)  // not tight: the entry goes
+	a.set("k", 0, 0, 3, lapse)   // tight again, nothing left
+	a.set("k", 2, drained, 4, lapse)
+	ok := 0
+	for range 10 {
+		var short took
+		if a.take(b, 5, &short) {
+			ok++
+		}
+	}
+	if ok != 2 {
+		t.Errorf("an answer of 2 after the key's entry was made anew: admitted %d; want 2", ok)
+	}
 }

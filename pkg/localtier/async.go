@@ -117,6 +117,8 @@ func (t *Tier) flusher() {
 // until RetryInterval has passed; the hits of a call that fails go back to
 // pending. It returns buf for reuse.
 func (t *Tier) flush(buf []entry) []entry {
+	start := time.Now()
+	iv := t.cycleOf(start)
 	// A flush is one call to the breaker, however many upstream calls it
 	// makes: the probe, when the breaker is half-open.
 	probe, ok := t.br.Allow()
@@ -125,13 +127,15 @@ func (t *Tier) flush(buf []entry) []entry {
 	}
 	t.allow.prune(time.Since(t.base).Nanoseconds())
 	buf = t.pending.drain(buf)
+	for i := range buf {
+		buf[i].spent, buf[i].held = t.allow.spentOf(buf[i].key)
+	}
 	if len(buf) == 0 {
 		if probe {
 			t.probe()
 		}
 		return buf
 	}
-	start := time.Now()
 	var (
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, flushParallel)
@@ -147,7 +151,7 @@ func (t *Tier) flush(buf []entry) []entry {
 				t.requeue(c) // the upstream just failed: don't wait on it again
 				return
 			}
-			switch err := t.send(c); {
+			switch err := t.send(c, iv); {
 			case refused(err):
 				// The upstream answered and refuses these hits (another
 				// config or version, a message it will not take): sending
@@ -165,7 +169,8 @@ func (t *Tier) flush(buf []entry) []entry {
 		}()
 	}
 	wg.Wait()
-	t.m.flush.Observe(time.Since(start).Seconds())
+	t.took = time.Since(start)
+	t.m.flush.Observe(t.took.Seconds())
 	t.lastFlush.set(start, time.Since(start), len(buf), failed.Load())
 	switch {
 	case !failed.Load():
@@ -215,15 +220,37 @@ func calls(entries []entry) [][]entry {
 	return out
 }
 
-// send records one call's hits upstream and flags the keys it says are
-// used up until it says they admit again.
-func (t *Tier) send(c []entry) error {
+// cycleOf notes a flush beginning at start and returns the reporting
+// interval its reports state (pkg/share): how long the sidecar may decide
+// on one answer before the next comes. That is the flush interval, or the
+// cycle the flushes have run at of late when longer (a flusher short of
+// CPU), plus the last flush's round trip, within pkg/share's bounds. The
+// servers judge a key tight over it (share.Tightness) and count another
+// sidecar's allowance as unspent for it: on a saturated machine a 10 ms
+// interval became a 25 ms cycle and an 18 ms round trip. The cycle is the
+// longest flush-to-flush period, decaying by a quarter of the difference
+// each flush.
+func (t *Tier) cycleOf(start time.Time) time.Duration {
+	if !t.flushedAt.IsZero() {
+		period := start.Sub(t.flushedAt)
+		t.cycle = max(period, t.cycle-(t.cycle-period)/4)
+	}
+	t.flushedAt = start
+	return min(max(t.opts.FlushInterval, t.cycle)+t.took, share.MaxInterval)
+}
+
+// send records one call's hits upstream, stating iv as its reporting
+// interval (cycleOf), and flags the keys it says are used up until it
+// says they admit again.
+func (t *Tier) send(c []entry, iv time.Duration) error {
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
 	paths := make([]string, 0, len(c))
 	keys := make([]string, 0, len(c))
+	spent := make([]float64, 0, len(c))
 	gaps := make([]int64, 0, len(c)) // ns between this report of each key and the last
 	rates := make([]byte, 0, 8*len(c))
 	ages := make([]byte, 0, 8*len(c))
+	held := make([]byte, 0, 4*len(c))
 	now := t.opts.Now()
 	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {
@@ -238,8 +265,9 @@ func (t *Tier) send(c []entry) error {
 		// Sent with hits to record, or demand to report.
 		if n > 0 || e.asked > 0 {
 			if len(descs) > 0 {
-				rates, ages = append(rates, ','), append(ages, ',')
+				rates, ages, held = append(rates, ','), append(ages, ','), append(held, ',')
 			}
+			held = strconv.AppendFloat(held, e.held, 'g', 6, 64)
 			// The newest hit's age: placed in its window by the store
 			// (algorithm.Record); the older ones of the batch with it.
 			ages = strconv.AppendInt(ages, max(0, at-e.last)/1000, 10)
@@ -256,15 +284,16 @@ func (t *Tier) send(c []entry) error {
 				d.Entries[j] = &ratelimitv3.RateLimitDescriptor_Entry{Key: en.Key, Value: en.Value}
 			}
 			descs, paths, keys = append(descs, d), append(paths, e.path), append(keys, e.key)
+			spent = append(spent, e.spent)
 		}
 	}
 	if len(descs) == 0 {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	md := make([]string, 0, 10+2*len(paths))
+	md := make([]string, 0, 12+2*len(paths))
 	md = append(md, rls.SidecarKey, rls.SidecarRecord, rls.SidecarIDKey, t.id,
-		rls.IntervalKey, strconv.FormatInt(t.opts.FlushInterval.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages))
+		rls.IntervalKey, strconv.FormatInt(iv.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages), rls.HeldKey, string(held))
 	for _, p := range paths {
 		md = append(md, rls.LimitPathKey, p)
 	}
@@ -286,7 +315,7 @@ func (t *Tier) send(c []entry) error {
 		// Good for three of the intervals at which the key is reported
 		// (it is reported when asked for), a second at most: a key asked
 		// for every 20 ms is not refused at every other request.
-		t.allow.set(keys[i], units, at, min(allowanceLapse*gaps[i], int64(allowanceKept)))
+		t.allow.set(keys[i], units, spent[i], at, min(allowanceLapse*gaps[i], int64(allowanceKept)))
 		if units >= 0 {
 			t.m.allowances.Inc()
 		}

@@ -145,6 +145,11 @@ type Tier struct {
 	base time.Time
 	// lastFlush is the last flush that sent hits, for Status.
 	lastFlush flushed
+	// cycle is how far apart the flushes have run of late, flushedAt when
+	// the last began, took how long the last that sent hits took: the
+	// flusher's own (cycleOf).
+	cycle, took time.Duration
+	flushedAt   time.Time
 	// late holds a slot per sync call awaited after its caller was
 	// answered (maxLate); lateWG waits for them on Close.
 	late   chan struct{}

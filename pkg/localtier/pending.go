@@ -106,9 +106,12 @@ func (p *pending) add(key string, n, asked uint64, first, last int64, describe f
 	return p.keys.Load(), true
 }
 
-// entry is one key's hits taken out for a flush.
+// entry is one key's hits taken out for a flush, with what the key's
+// allowances had admitted and what was left of them when they were
+// (allowances.spentOf).
 type entry struct {
-	key string
+	key         string
+	spent, held float64
 	hits
 }
 

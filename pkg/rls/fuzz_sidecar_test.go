@@ -24,14 +24,14 @@ import (
 
 // FuzzDemandReport: whatever a caller puts in a demand report's metadata,
 // demandOf returns nothing or a report within share's bounds, one rate
-// per descriptor.
+// per descriptor and, if any, one held amount per descriptor.
 func FuzzDemandReport(f *testing.F) {
-	f.Add("sidecar-a", "10000", "1000,5", uint8(2))
-	f.Add("s", "9223372036854775807", "1e308", uint8(1))
-	f.Add("", "-1", "NaN,+Inf", uint8(2))
-	f.Add(strings.Repeat("x", 65), "1000", "0x1p-2", uint8(1))
-	f.Fuzz(func(t *testing.T, id, interval, rates string, n uint8) {
-		md := metadata.Pairs(SidecarIDKey, id, IntervalKey, interval, DemandKey, rates)
+	f.Add("sidecar-a", "10000", "1000,5", "3,0", uint8(2))
+	f.Add("s", "9223372036854775807", "1e308", "1e10", uint8(1))
+	f.Add("", "-1", "NaN,+Inf", "NaN,-1", uint8(2))
+	f.Add(strings.Repeat("x", 65), "1000", "0x1p-2", "", uint8(1))
+	f.Fuzz(func(t *testing.T, id, interval, rates, held string, n uint8) {
+		md := metadata.Pairs(SidecarIDKey, id, IntervalKey, interval, DemandKey, rates, HeldKey, held)
 		d := demandOf(metadata.NewIncomingContext(context.Background(), md), int(n))
 		if d == nil {
 			return
@@ -43,6 +43,14 @@ func FuzzDemandReport(f *testing.F) {
 		for _, r := range d.Rates {
 			if !(r >= 0 && r <= share.MaxRate) {
 				t.Fatalf("demandOf(%q, %q, %q, %d): rate %v outside [0, %v]", id, interval, rates, n, r, share.MaxRate)
+			}
+		}
+		if d.Held != nil && len(d.Held) != int(n) {
+			t.Fatalf("demandOf(held %q, %d): %d held", held, n, len(d.Held))
+		}
+		for _, h := range d.Held {
+			if !(h >= 0 && h <= share.MaxRate) {
+				t.Fatalf("demandOf(held %q, %d): %v outside [0, %v]", held, n, h, share.MaxRate)
 			}
 		}
 	})

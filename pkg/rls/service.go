@@ -112,6 +112,11 @@ const (
 	SidecarIDKey = "x-sluice-sidecar-id"
 	IntervalKey  = "x-sluice-flush-interval-us"
 	DemandKey    = "x-sluice-demand"
+	// HeldKey is request metadata an async sidecar sends with them: per
+	// descriptor, in order, the units it still held of its last allowance
+	// for the key when it took the hits, comma-separated (share.Report.Held).
+	// A server that does not know it takes none as held, as before.
+	HeldKey = "x-sluice-held"
 	// AllowanceKey is the response header metadata answering them: per
 	// descriptor, the units the sidecar may admit for the key until it
 	// reports again, or -1 for no allowance (decide as usual).
@@ -232,7 +237,30 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 	if len(d.Rates) != n || !(share.Report{Sidecar: d.Sidecar, Interval: d.Interval}).Valid() {
 		return nil
 	}
+	d.Held = heldOf(ctx, n)
 	return d
+}
+
+// heldOf reads what a sidecar held of its allowances (HeldKey) for n
+// descriptors: nil when it says nothing or it does not parse or passes
+// share.MaxRate (then none is taken as held).
+func heldOf(ctx context.Context, n int) []float64 {
+	v := metadata.ValueFromIncomingContext(ctx, HeldKey)
+	if len(v) != 1 || len(v[0]) > n*maxRateText {
+		return nil
+	}
+	held := make([]float64, 0, n)
+	for f := range strings.SplitSeq(v[0], ",") {
+		h, err := strconv.ParseFloat(f, 64)
+		if err != nil || len(held) == n || !(h >= 0 && h <= share.MaxRate) { // NaN fails both
+			return nil
+		}
+		held = append(held, h)
+	}
+	if len(held) != n {
+		return nil
+	}
+	return held
 }
 
 // agesOf reads the ages of a sidecar's recorded hits (AgeKey) for n

@@ -12,10 +12,13 @@
 //
 // # The rule
 //
-// A key is tight when the demand of the next Tightness flush intervals,
-// summed over the sidecars that reported it recently, could take all that
-// the limit has left (pool: what the store would admit now, after
-// recording the report's hits). A key that is not tight gets no
+// A key is tight when the demand of the next Tightness reporting
+// intervals, summed over the sidecars that reported it recently, could
+// take all that the limit has left (pool: what the store would admit now,
+// after recording the report's hits). A sidecar's reporting interval is
+// what it says: its flush interval, or, when its flushes run late or its
+// calls are slow, the cycle it actually has plus a round trip, since it
+// decides on one answer until the next reaches it. A key that is not tight gets no
 // allowance: the sidecar decides as before, on its local bucket alone, so
 // keys far from their limits are never refused. The margin is wide on
 // purpose: sidecars report at their own phases, and each goes on deciding
@@ -37,12 +40,15 @@
 // leaves unused stays in the store and enlarges the next pool, so the
 // store's refill reaches the sidecars with one interval's delay.
 //
-// Sidecars report at their own phases, so each share is taken of a pool
-// that does not yet count what the others admitted since their last
-// report. So an allowance is never more than the pool less what the other
-// sidecars were allowed within their last reporting period (each peer's
-// part capped at its share): their allowances are taken as spent until
-// their next report brings the hits. The pool itself is unrounded (a
+// Sidecars report at their own phases, and their answers take a round
+// trip to reach them, so each share is taken of a pool that does not yet
+// count what the others admitted since their last report. So an allowance
+// is never more than the pool less what the other sidecars may still admit
+// without the store knowing: what they were allowed at their last answers,
+// or what they said they still held of the one before if more, for as
+// long as an allowance may be spent (three reporting intervals and one
+// more). A sidecar in turn takes from each answer what it admitted while
+// the answer was on its way (pkg/localtier). The pool itself is unrounded (a
 // sliding window's estimate, a bucket's refill), and a sidecar keeps up to
 // one unit of an allowance it did not spend (pkg/localtier), so that a
 // sidecar asked for a key now and then is not refused while the limit has
@@ -128,24 +134,30 @@ type Report struct {
 	Rate float64
 	// Interval is how often it says it reports.
 	Interval time.Duration
+	// Held is what it still held of its last allowance for the key when it
+	// took the report's hits, which it may spend until this report's
+	// answer reaches it (0: none, or a sidecar that does not say).
+	Held float64
 }
 
 // Valid reports whether r is within the bounds.
 func (r Report) Valid() bool {
 	return r.Sidecar != "" && len(r.Sidecar) <= MaxSidecarID && len(r.Peer) <= MaxPeer &&
 		r.Interval >= MinInterval && r.Interval <= MaxInterval &&
-		r.Rate >= 0 && r.Rate <= MaxRate // NaN fails both
+		r.Rate >= 0 && r.Rate <= MaxRate && // NaN fails both
+		r.Held >= 0 && r.Held <= MaxRate
 }
 
 // Allot is the rule for one sidecar: its allowance out of pool, given its
 // demand's weight mine and the weight of all (total, mine included), or -1
-// when the key is not tight, which is when pool covers Tightness flush
-// intervals (interval, in seconds) of demand (units per second). u is
-// uniform in [0, 1): the share is rounded to whole units, up with the
-// probability of its fraction, so that a sidecar whose share of a small
-// pool is below one unit still gets its share over time.
-func Allot(pool, mine, total, demand, interval, u float64) float64 {
-	if total <= 0 || pool >= Tightness*demand*interval {
+// when the key is not tight, which is when pool covers Tightness times the
+// exposure: the units the sidecars may admit on their local buckets
+// within one of their reporting cycles. u is uniform in [0, 1): the share
+// is rounded to whole units, up with the probability of its fraction, so
+// that a sidecar whose share of a small pool is below one unit still gets
+// its share over time.
+func Allot(pool, mine, total, exposure, u float64) float64 {
+	if total <= 0 || pool >= Tightness*exposure {
 		return -1
 	}
 	return roundRandom(max(0, pool)*mine/total, u)
@@ -206,12 +218,29 @@ type entry struct {
 	at            int64   // ns, when the report came
 	gap           int64   // ns since the sidecar's report before it; 0: none
 	granted       float64 // the allowance the report was answered with
+	held          float64 // Report.Held, at most peak+heldSlack
+	// peak is the most it was allowed at an answer within spendable of
+	// peakAt (ns).
+	peak   float64
+	peakAt int64
 }
 
 // entryBytes is what one report costs a key: the entry and its names.
 func entryBytes(e *entry) int64 {
 	return int64(unsafe.Sizeof(*e)) + int64(len(e.peer)+len(e.sidecar))
 }
+
+// spendable is how long (ns) after its answer e's allowance may be spent
+// without the store knowing: lapse of its sidecar's reporting intervals,
+// and one more for the answer's way back, a second at most
+// (pkg/localtier).
+func (e *entry) spendable() int64 {
+	return min(lapse*max(int64(e.interval), e.gap)+int64(e.interval), int64(time.Second))
+}
+
+// heldSlack is what a sidecar may hold beyond the allowances it was given:
+// the unit of an unused one it keeps (pkg/localtier).
+const heldSlack = 1
 
 // fresh is how long e counts for: lapse intervals of its sidecar, the
 // interval being the shorter of what it says and the gap seen between its
@@ -270,6 +299,10 @@ func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.
 			if x.peer == e.peer && x.sidecar == e.sidecar {
 				e.gap = at - x.at
 				at0 = len(live)
+				// It cannot hold more than it was given of late, and the
+				// one unit it may keep unused (pkg/localtier).
+				e.peak, e.peakAt = x.peak, x.peakAt
+				e.held = min(r.Held, x.peak+heldSlack)
 			}
 			live = append(live, x)
 		}
@@ -289,20 +322,22 @@ func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.
 			}
 			ks.reports[oldest] = e
 		}
-		iv := r.Interval.Seconds()
-		mine, total, demand := weigh(ks.reports, e.peer, e.sidecar, lim.Rate*MaxShareWeight, lim.Capacity/(2*Tightness*iv))
-		g = Allot(pool, mine, total, demand, iv, rand.Float64())
+		mine, total, exposure := weigh(ks.reports, e.peer, e.sidecar, lim.Rate*MaxShareWeight, lim.Capacity/(2*Tightness))
+		g = Allot(pool, mine, total, exposure, rand.Float64())
 		if g > 0 {
 			// Never more than is truly left: the pool less what the others
 			// were allowed and have not reported since (spent, but not yet
 			// in the store: they report at their own phases).
-			if free := pool - granted(ks.reports, e.peer, e.sidecar, at, pool, total, lim.Rate*MaxShareWeight); g > free {
+			if free := pool - granted(ks.reports, e.peer, e.sidecar, at); g > free {
 				g = roundRandom(max(0, free), rand.Float64())
 			}
 		}
 		for i := range ks.reports {
 			if x := &ks.reports[i]; x.peer == e.peer && x.sidecar == e.sidecar {
 				x.granted = max(0, g)
+				if x.granted >= x.peak || at-x.peakAt > x.spendable() {
+					x.peak, x.peakAt = x.granted, at
+				}
 			}
 		}
 		size := int64(cap(ks.reports)) * int64(unsafe.Sizeof(entry{}))

@@ -25,7 +25,7 @@ func TestAllot(t *testing.T) {
 		{"no demand reported: no allowance", 0, 0, 0, 0, -1},
 	}
 	for _, c := range cases {
-		if got := Allot(c.pool, c.mine, c.total, c.total, 0.01, c.u); got != c.want {
+		if got := Allot(c.pool, c.mine, c.total, c.total*0.01, c.u); got != c.want {
 			t.Errorf("%s: Allot(pool %v, mine %v, total %v) = %v; want %v", c.name, c.pool, c.mine, c.total, got, c.want)
 		}
 	}
@@ -231,6 +231,55 @@ func TestOnePeerCannotStarveOthers(t *testing.T) {
 	}
 	if g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}, 49, lim, now); g < 0 {
 		t.Errorf("a key with 49 of 100 left and a peer's claims: no allowance; want one (the rule still binds)")
+	}
+}
+
+// TestTightOverTheInterval: a key is tight when what is left covers less
+// than Tightness of the sidecars' reporting intervals of their demand: 40
+// left is loose for a sidecar asked for 300 a second that reports every
+// 10 ms (8 intervals take 24), tight for one that reports every 50 ms
+// (120), as a sidecar whose flushes run late says (pkg/localtier).
+func TestTightOverTheInterval(t *testing.T) {
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	if g := tr.Allot("k", Report{Sidecar: "a", Rate: 300, Interval: 10 * time.Millisecond}, 40, Limit{}, now); g != -1 {
+		t.Errorf("reported every 10 ms, 40 left: allowance %v; want none", g)
+	}
+	if g := tr.Allot("k", Report{Sidecar: "a", Rate: 300, Interval: 50 * time.Millisecond}, 40, Limit{}, now); g < 0 {
+		t.Errorf("reported every 50 ms, 40 left: no allowance; want one")
+	}
+}
+
+// TestHeldHoldsBack: what a sidecar still held of its last allowance when
+// it reported may be spent until its answer arrives, so it is kept from
+// the others, however much smaller its new allowance; and it is believed
+// only up to what it was given of late and one unit: a claim of more
+// holds back nothing more.
+func TestHeldHoldsBack(t *testing.T) {
+	tr, _ := New(Options{})
+	now := time.Unix(1000, 0)
+	iv := 10 * time.Millisecond
+	a := Report{Sidecar: "a", Rate: 1000, Interval: iv}
+	b := Report{Sidecar: "b", Rate: 1000, Interval: iv}
+	if g := tr.Allot("k", a, 10, lim, now); g != 10 {
+		t.Fatalf("alone with 10 left: %v; want 10", g)
+	}
+	// a reports again holding 8 of its 10 (a round trip away from its
+	// answer): the pool is 8 (2 spent), its share of it 8.
+	a.Held = 8
+	tr.Allot("k", a, 8, lim, now.Add(iv))
+	if g := tr.Allot("k", b, 8, lim, now.Add(iv+time.Millisecond)); g != 0 {
+		t.Errorf("b with a holding all 8 left: %v; want 0", g)
+	}
+	tr2, _ := New(Options{})
+	a.Held = 0
+	tr2.Allot("k", a, 4, lim, now)
+	a.Held = 1000 // a claim past what it was given
+	tr2.Allot("k", a, 4, lim, now.Add(iv))
+	var held float64
+	tr2.keys.Get("k", func(ks *keyState) { held = ks.reports[0].held })
+	if held != 4+heldSlack {
+		t.Errorf("held %v believed after allowances of at most 4; want %v", held, 4+heldSlack)
 	}
 }
 

@@ -1,15 +1,13 @@
 package share
 
-import (
-	"math"
-)
-
 // weigh returns the weight of sidecar's demand on a key and the total
-// weight of all reports, each peer's demand capped at shareCap, and the
-// demand the tightness test weighs, each peer's capped at tightCap (a cap
-// of 0 or less caps nothing). The reports are few (at most MaxSidecars),
-// so the peers are summed by a scan rather than a map.
-func weigh(reports []entry, peer, sidecar string, shareCap, tightCap float64) (mine, total, demand float64) {
+// weight of all reports, each peer's demand capped at shareCap (units a
+// second), and the exposure the tightness test weighs: the units the
+// sidecars may admit on their local buckets before their next answers,
+// each report's demand over its interval, each peer's capped at tightCap
+// units (a cap of 0 or less caps nothing). The reports are few (at most
+// MaxSidecars), so the peers are summed by a scan rather than a map.
+func weigh(reports []entry, peer, sidecar string, shareCap, tightCap float64) (mine, total, exposure float64) {
 	capped := func(sum, c float64) float64 {
 		if c > 0 {
 			return min(sum, c)
@@ -18,45 +16,7 @@ func weigh(reports []entry, peer, sidecar string, shareCap, tightCap float64) (m
 	}
 	for i := range reports {
 		p := reports[i].peer
-		first, sum, own := true, 0.0, 0.0
-		for j := range reports {
-			if reports[j].peer != p {
-				continue
-			}
-			if j < i {
-				first = false
-				break
-			}
-			sum += reports[j].rate
-			if reports[j].sidecar == sidecar {
-				own = reports[j].rate
-			}
-		}
-		if !first {
-			continue // this peer was summed at its first report
-		}
-		total += capped(sum, shareCap)
-		demand += capped(sum, tightCap)
-		if p == peer && sum > 0 {
-			mine = own * capped(sum, shareCap) / sum
-		}
-	}
-	return mine, total, demand
-}
-
-// granted is what the sidecars other than peer's sidecar were allowed at
-// their last answers and have not reported since, at now (ns): answered
-// within their flush interval, so that their hits may not be in the store
-// yet (a sidecar that reports every interval has them there by its next
-// report; one asked for a key seldom had its hits recorded long since).
-// Each peer's part is capped at its share of pool (its demand capped at
-// shareCap, over total): a peer whose many names round up now and then
-// holds back no more than its share.
-func granted(reports []entry, peer, sidecar string, now int64, pool, total, shareCap float64) float64 {
-	g := 0.0
-	for i := range reports {
-		p := reports[i].peer
-		first, sum, demand := true, 0.0, 0.0
+		first, sum, own, units := true, 0.0, 0.0, 0.0
 		for j := range reports {
 			x := &reports[j]
 			if x.peer != p {
@@ -66,18 +26,47 @@ func granted(reports []entry, peer, sidecar string, now int64, pool, total, shar
 				first = false
 				break
 			}
-			demand += x.rate
-			if (x.peer != peer || x.sidecar != sidecar) && now-x.at < max(int64(x.interval), x.gap) {
-				sum += x.granted
+			sum += x.rate
+			units += x.rate * x.interval.Seconds()
+			if x.sidecar == sidecar {
+				own = x.rate
 			}
 		}
-		if !first || total <= 0 {
+		if !first {
+			continue // this peer was summed at its first report
+		}
+		total += capped(sum, shareCap)
+		exposure += capped(units, tightCap)
+		if p == peer && sum > 0 {
+			mine = own * capped(sum, shareCap) / sum
+		}
+	}
+	return mine, total, exposure
+}
+
+// granted is what the sidecars other than peer's sidecar may still admit
+// on their last answers without the store knowing, at now (ns): each one's
+// allowance, or what it held of the one before when it reported if more
+// (an answer takes a round trip to reach it, and until then it spends
+// that), for as long as the allowance may be spent (spendable). A sidecar
+// that reports again has its hits in the store and a new answer.
+//
+// Not capped at each one's share of the pool now: on a pool that shrinks
+// (a window's end), allowances given of a larger one are still being
+// spent, and capping them let three sidecars admit 2 % over an exact
+// limiter in the model (model_test.go). Each allowance was at most what
+// was free when it was given, so together they never hold back more than
+// the pool had.
+func granted(reports []entry, peer, sidecar string, now int64) float64 {
+	g := 0.0
+	for i := range reports {
+		x := &reports[i]
+		if x.peer == peer && x.sidecar == sidecar {
 			continue
 		}
-		if shareCap > 0 {
-			demand = min(demand, shareCap)
+		if now-x.at < x.spendable() {
+			g += max(x.granted, x.held)
 		}
-		g += min(sum, math.Ceil(pool*demand/total))
 	}
 	return g
 }
