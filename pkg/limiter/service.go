@@ -26,6 +26,17 @@ type Decider interface {
 	Decide(ctx context.Context, b *Batch) error
 }
 
+// Asker is a Decider that counts demand (an async tier reporting it to
+// pkg/share): the requests the flag cache answers in front of it never
+// reach Decide, so they are told to Asked instead. Without them a flood
+// the flag cache holds back reports a fraction of its demand, and a key is
+// judged far from its limit while it is not (one server in cached mode
+// admitted 1.05 × an exact limiter so). Asked must be cheap: it is on the
+// flag cache's path.
+type Asker interface {
+	Asked(b *Batch)
+}
+
 // Batch is the decision one request needs. Its slices may live in the
 // request's own space: a Decider must not keep them past Decide.
 //
@@ -233,6 +244,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 		now := s.opts.Now()
 		if !o.Record && s.fromCache(d, now) {
 			d.source = SourceFlagCache
+			if a, ok := s.opts.Decider.(Asker); ok {
+				a.Asked(&d.store)
+			}
 			break
 		}
 		if err := s.opts.Decider.Decide(ctx, &d.store); err != nil {

@@ -19,20 +19,25 @@ const (
 
 // allowances are the sidecar's allowances on tight keys (pkg/share): per
 // key, the units it may still admit until the upstream answers its next
-// report. A key with an entry is bound: when the allowance lapses (no
-// answer within allowanceLapse of its reporting intervals) it admits
-// nothing more until an answer, so a stale allowance never admits; the
-// entry goes when an answer says the key is not tight, or allowanceKept
-// after the last answer. They hold at most max keys, the least recently
-// answered dropped first (those keys are decided as before), on
-// pkg/lrumap.
+// report. A key with a bound entry admits only within it: when the
+// allowance lapses (no answer within allowanceLapse of its reporting
+// intervals) it admits nothing more until an answer, so a stale allowance
+// never admits. An answer that says a bound key is not tight unbinds it:
+// the key is decided as before, and what it admits is still counted
+// (spent), so that an answer that binds it again is taken less what was
+// admitted while it was on its way (at each window's start a flood's key
+// is loose for a cycle, and one server in cached mode admitted 1.07 ×
+// exact before). The entry goes allowanceKept after the last answer.
+// They hold at most max keys, the least recently answered dropped first
+// (those keys are decided as before), on pkg/lrumap.
 type allowances struct {
 	m *lrumap.Map[allowance]
 }
 
 type allowance struct {
+	bound    bool    // admits only within left
 	left     float64 // units it may still admit
-	spent    float64 // units admitted on the key's allowances, ever
+	spent    float64 // units admitted on the key since its entry was made
 	until    int64   // ns (Tier.base): after it, left counts as 0
 	answered int64   // ns: the last answer for the key
 	reported int64   // ns: the last report of the key, for its demand rate
@@ -51,8 +56,9 @@ func newAllowances(max int) *allowances {
 }
 
 // take takes each non-shadow item's cost from its key's allowance, where
-// it has one, all or nothing at now (ns): it reports false, taking
-// nothing, when an item's allowance is short, and marks in short which.
+// it is bound, and counts it spent where it has an entry, all or nothing
+// at now (ns): it reports false, taking nothing, when an item's allowance
+// is short, and marks in short which.
 func (a *allowances) take(b *limiter.Batch, now int64, short *took) bool {
 	var done took
 	for i, it := range b.Items {
@@ -60,19 +66,21 @@ func (a *allowances) take(b *limiter.Batch, now int64, short *took) bool {
 			continue
 		}
 		ok := true
-		bound := a.m.Get(it.Key, func(al *allowance) {
-			ok = now < al.until && al.left >= float64(it.Cost)
-			if ok {
+		found := a.m.Get(it.Key, func(al *allowance) {
+			if al.bound {
+				if ok = now < al.until && al.left >= float64(it.Cost); !ok {
+					return
+				}
 				al.left -= float64(it.Cost)
-				al.spent += float64(it.Cost)
 			}
+			al.spent += float64(it.Cost)
 		})
 		if !ok {
 			*short |= 1 << i
 			a.giveBack(b, done)
 			return false
 		}
-		if bound {
+		if found {
 			done |= 1 << i
 		}
 	}
@@ -84,26 +92,34 @@ func (a *allowances) giveBack(b *limiter.Batch, set took) {
 	for i, it := range b.Items {
 		if set&(1<<i) != 0 {
 			a.m.Get(it.Key, func(al *allowance) {
-				al.left += float64(it.Cost)
+				if al.bound {
+					al.left += float64(it.Cost)
+				}
 				al.spent -= float64(it.Cost)
 			})
 		}
 	}
 }
 
-// spentOf is what key's allowances have admitted, ever, and what is left
-// of the current one: taken when its hits are drained for a report, spent
+// spentOf is what key has admitted since its entry was made, and what is
+// left of its allowance: taken when its hits are drained for a report, spent
 // given back to set with the answer, held reported with the hits
 // (rls.HeldKey).
 func (a *allowances) spentOf(key string) (spent, held float64) {
-	a.m.Get(key, func(al *allowance) { spent, held = al.spent, max(0, al.left) })
+	a.m.Get(key, func(al *allowance) {
+		spent = al.spent
+		if al.bound {
+			held = max(0, al.left)
+		}
+	})
 	return spent, held
 }
 
 // set applies the upstream's answer for key at now (ns) to a report whose
 // hits were drained when the key's allowances had admitted spent
 // (spentOf): units it may admit until it reports again (good for lapse
-// ns), or, below zero, none: the key is decided as before.
+// ns), or, below zero, none: the key is decided as before (unbound, its
+// entry kept if it has one).
 //
 // The answer's units are a share of what the limit had left when the
 // report came, which does not count what the key's last allowance admitted
@@ -115,7 +131,7 @@ func (a *allowances) spentOf(key string) (spent, held float64) {
 // model, pkg/share: 1.07 at a 20 ms round trip, 1.01 with this).
 func (a *allowances) set(key string, units, spent float64, now, lapse int64) {
 	if units < 0 {
-		a.m.Delete(key) // not tight: no entry
+		a.m.Get(key, func(al *allowance) { al.bound, al.answered = false, now })
 		return
 	}
 	a.m.Update(key, func(al *allowance, found bool) int64 {
@@ -129,14 +145,14 @@ func (a *allowances) set(key string, units, spent float64, now, lapse int64) {
 		// allowance and keeps none.
 		carry := 0.0
 		if found {
-			// An entry made since the report (the key was not tight for a
-			// while) counts from 0: nothing known spent in flight.
+			// An entry made since the report (dropped and made anew)
+			// counts from 0: nothing known spent in flight.
 			units = max(0, units-max(0, al.spent-spent))
-			if now < al.until {
+			if al.bound && now < al.until {
 				carry = min(max(al.left, 0), carryUnits)
 			}
 		}
-		al.left, al.until, al.answered = units+carry, now+lapse, now
+		al.bound, al.left, al.until, al.answered = true, units+carry, now+lapse, now
 		return 0
 	})
 }

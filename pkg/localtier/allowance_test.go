@@ -152,11 +152,11 @@ func TestAnswerLessWhatItsRoundTripSpent(t *testing.T) {
 	}
 }
 
-// TestAnswerAfterTheKeyWasLoose: a report drained while the key had an
-// allowance, answered after an answer in between found the key not tight
-// (its entry gone and made anew): the answer is taken as given, never
-// enlarged by what the old entry had spent.
-func TestAnswerAfterTheKeyWasLoose(t *testing.T) {
+// TestAnswerAfterTheEntryWasDropped: a report drained while the key had
+// an allowance, answered after its entry was dropped (a second without an
+// answer) and made anew: the answer is taken as given, never enlarged by
+// what the old entry had spent.
+func TestAnswerAfterTheEntryWasDropped(t *testing.T) {
 	a := newAllowances(10)
 	lapse := int64(time.Second)
 	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
@@ -166,8 +166,8 @@ func TestAnswerAfterTheKeyWasLoose(t *testing.T) {
 		a.take(b, 1, &short)
 	}
 	drained, _ := a.spentOf("k") // 40
-	a.set("k", -1, 0, 2, lapse)  // not tight: the entry goes
-	a.set("k", 0, 0, 3, lapse)   // tight again, nothing left
+	a.prune(int64(allowanceKept) + 1)
+	a.set("k", 0, 0, 3, lapse) // tight again, nothing left
 	a.set("k", 2, drained, 4, lapse)
 	ok := 0
 	for range 10 {
@@ -178,5 +178,45 @@ func TestAnswerAfterTheKeyWasLoose(t *testing.T) {
 	}
 	if ok != 2 {
 		t.Errorf("an answer of 2 after the key's entry was made anew: admitted %d; want 2", ok)
+	}
+}
+
+// TestLooseThenTight: an answer that finds a bound key not tight lets it
+// admit as before, still counting what it admits; the answer that binds it
+// again is taken less what it admitted while that answer was on its way
+// (a flood's key is loose for a cycle at each window's start).
+func TestLooseThenTight(t *testing.T) {
+	a := newAllowances(10)
+	lapse := int64(time.Second)
+	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
+	take := func(n int, now int64) int {
+		ok := 0
+		for range n {
+			var short took
+			if a.take(b, now, &short) {
+				ok++
+			}
+		}
+		return ok
+	}
+	a.set("k", 0, 0, 0, lapse)
+	if got := take(3, 1); got != 0 {
+		t.Fatalf("bound with nothing: admitted %d", got)
+	}
+	a.set("k", -1, 0, 2, lapse) // a new window: loose
+	if got := take(20, 3); got != 20 {
+		t.Fatalf("loose: admitted %d of 20", got)
+	}
+	drained, held := a.spentOf("k") // a report: 20 spent, nothing held (loose)
+	if drained != 20 || held != 0 {
+		t.Fatalf("spentOf a loose key: %v, %v; want 20, 0", drained, held)
+	}
+	if got := take(15, 4); got != 15 {
+		t.Fatalf("loose: admitted %d of 15", got)
+	}
+	// Its answer: tight, 30 of the 80 left; 15 were admitted on its way.
+	a.set("k", 30, drained, 5, lapse)
+	if got := take(40, 6); got != 15 {
+		t.Errorf("an answer of 30 with 15 admitted on its way: admitted %d; want 15", got)
 	}
 }

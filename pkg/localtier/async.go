@@ -29,6 +29,10 @@ const (
 	flushParallel = 4
 )
 
+// Asked counts the demand of a request the flag cache in front answered
+// (limiter.Asker): refused, but asked for.
+func (t *Tier) Asked(b *limiter.Batch) { t.record(b, t.opts.Now(), false) }
+
 // record adds a request's hits, if it was admitted, and its demand to the
 // pending aggregate (async mode, and either mode while the upstream is
 // away) and wakes the flusher once BatchSize keys are pending.

@@ -90,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 			}, func() float64 { return float64(t.local.Len()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_localfilter_allowance_keys",
-				Help: "Tight keys this sidecar holds an allowance for (its share of what the limit has left, from the upstream's answers).",
+				Help: "Keys this sidecar holds an allowance for (its share of what a tight key's limit has left, from the upstream's answers), or held one for within the last second.",
 			}, func() float64 { return float64(int64(t.allow.len())) }),
 		)
 	}
