@@ -164,3 +164,35 @@ func TestFlagsOnlyForOneUnit(t *testing.T) {
 		t.Errorf("a flag-cache answer: %s, shadow_over_limit %v -> %v; want OVER_LIMIT and the shadow limit not counted", verdict(a), before, after)
 	}
 }
+
+// asking is a Decider that counts the demand it hears of (Asker).
+type asking struct {
+	Decider
+	asked atomic.Int64
+}
+
+func (a *asking) Asked(b *Batch) { a.asked.Add(int64(len(b.Items))) }
+
+// TestFlagCacheTellsTheAsker: a request the flag cache answers never
+// reaches the Decider, so one that counts demand (an async tier) is told
+// of it: a flood held back by the flags is still the demand it is.
+func TestFlagCacheTellsTheAsker(t *testing.T) {
+	cs := newClockStore(t)
+	d := &asking{Decider: Infallible{Store: cs}}
+	h := start(t, Options{Cache: newFlags(t), Decider: d, Now: cs.clock})
+	r := edge(desc("api_key", "flood"), desc("remote_address", "flood"))
+	for range 4 {
+		h.decide(t, r)
+	}
+	if n := d.asked.Load(); n != 0 {
+		t.Fatalf("asked %d before the flags answered; want 0", n)
+	}
+	for range 10 {
+		if a := h.decide(t, r); a.Overall != OverLimit {
+			t.Fatalf("flood: %s", verdict(a))
+		}
+	}
+	if n := d.asked.Load(); n != 20 {
+		t.Errorf("10 requests of 2 descriptors answered from the flags: asked %d; want 20", n)
+	}
+}
