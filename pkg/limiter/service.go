@@ -31,8 +31,9 @@ type Decider interface {
 // reach Decide, so they are told to Asked instead. Without them a flood
 // the flag cache holds back reports a fraction of its demand, and a key is
 // judged far from its limit while it is not (one server in cached mode
-// admitted 1.05 × an exact limiter so). Asked must be cheap: it is on the
-// flag cache's path.
+// admitted 1.05 × an exact limiter so). Asked must be cheap, for it is on
+// the flag cache's path, and safe for concurrent use: every request's
+// goroutine calls it.
 type Asker interface {
 	Asked(b *Batch)
 }

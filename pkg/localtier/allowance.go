@@ -87,6 +87,17 @@ func (a *allowances) take(b *limiter.Batch, now int64, short *took) bool {
 	return true
 }
 
+// refuse marks the items in short as refused by their allowances: a
+// retry can succeed once the next answer brings a new one.
+func (t *Tier) refuse(b *limiter.Batch, short took) {
+	for i := range b.Items {
+		if short&(1<<i) != 0 {
+			r := &b.Results[i]
+			r.Allowed, r.Remaining, r.RetryAfter = false, 0, microsFromDuration(t.opts.FlushInterval)
+		}
+	}
+}
+
 // giveBack returns what take took from the items in set.
 func (a *allowances) giveBack(b *limiter.Batch, set took) {
 	for i, it := range b.Items {

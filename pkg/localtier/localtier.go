@@ -384,17 +384,6 @@ func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
 	t.record(b, now, ok) // sent when the upstream returns, within MaxPending
 }
 
-// refuse marks the items in short as refused by their allowances: a
-// retry can succeed once the next answer brings a new one.
-func (t *Tier) refuse(b *limiter.Batch, short took) {
-	for i := range b.Items {
-		if short&(1<<i) != 0 {
-			r := &b.Results[i]
-			r.Allowed, r.Remaining, r.RetryAfter = false, 0, microsFromDuration(t.opts.FlushInterval)
-		}
-	}
-}
-
 func admitted(b *limiter.Batch) bool {
 	for i, r := range b.Results {
 		if !r.Allowed && !b.Items[i].Shadow {
