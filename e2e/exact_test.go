@@ -68,17 +68,19 @@ type matrixRow struct {
 	// flushes is the most flush calls the sidecars could make in the run
 	// (async): one a -flush-interval each.
 	flushes        float64
-	fallback, shed float64 // decisions no central state took part in
+	// decisions no central state took part in: the sidecars' fallback,
+	// the servers' shed and failure mode (fail open)
+	fallback, shed, failOpen float64
 	slow, dropped  float64
 	upDown         bool // a sidecar's upstream was ever marked down
 }
 
 func (r matrixRow) String() string {
-	return fmt.Sprintf("| %s | %s | %s | %d | %d | %d | %d | %.3f | %d | %.4f | %.0f | %.0f | %.0f | %.0f | %v |",
-		r.mode, r.alg, r.pattern, r.servers, r.sent, r.ok, r.exact, r.ratio, r.errs, r.tripsPerReq, r.fallback, r.shed, r.slow, r.dropped, r.upDown)
+	return fmt.Sprintf("| %s | %s | %s | %d | %d | %d | %d | %.3f | %d | %.4f | %.0f | %.0f | %.0f | %.0f | %.0f | %v |",
+		r.mode, r.alg, r.pattern, r.servers, r.sent, r.ok, r.exact, r.ratio, r.errs, r.tripsPerReq, r.fallback, r.shed, r.failOpen, r.slow, r.dropped, r.upDown)
 }
 
-const matrixHeader = "| mode | algorithm | traffic | servers | sent | admitted | exact | ratio | errors | Redis trips/req | fallback | shed | slow | dropped hits | upstream down |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+const matrixHeader = "| mode | algorithm | traffic | servers | sent | admitted | exact | ratio | errors | Redis trips/req | fallback | shed | failure mode | slow | dropped hits | upstream down |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 // The goals per traffic shape: admitted over exact.
 func matrixBounds(pattern string) (least, most float64) {
@@ -102,8 +104,8 @@ func (r matrixRow) check(slack float64) error {
 	if r.ratio > most || r.ratio < least {
 		errs = append(errs, fmt.Sprintf("admitted %.3f of exact; want [%.2f, %.2f]", r.ratio, least, most))
 	}
-	if r.errs > 0 || r.fallback > 0 || r.shed > 0 || r.upDown {
-		errs = append(errs, fmt.Sprintf("%d errors, %.0f fallback, %.0f shed, upstream down %v; want none", r.errs, r.fallback, r.shed, r.upDown))
+	if r.errs > 0 || r.fallback > 0 || r.shed > 0 || r.failOpen > 0 || r.upDown {
+		errs = append(errs, fmt.Sprintf("%d errors, %.0f fallback, %.0f shed, %.0f failure mode, upstream down %v; want none", r.errs, r.fallback, r.shed, r.failOpen, r.upDown))
 	}
 	// The matrix (slack 0) holds the goal; make test, on a machine too
 	// busy to offer 20 requests a flush, no more than one trip a flush.
@@ -228,6 +230,10 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	}
 	for _, s := range servers {
 		row.shed += s.metric(t, "sluice_tier_decisions_total", "tier", "shed")
+		if n := s.metric(t, "sluice_tier_decisions_total", "tier", "failure_mode"); n > 0 {
+			row.failOpen += n
+			t.Logf("%s decided %.0f requests in its failure mode; its log ends:\n%s", s.name, n, s.logTail())
+		}
 	}
 	// What refused, for the log: which tier held the flood back.
 	refused := map[string]float64{}

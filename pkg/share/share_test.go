@@ -308,6 +308,33 @@ func TestReplicasDividePool(t *testing.T) {
 	}
 }
 
+// TestReplicasHoldBackEachOther: replicas do not see each other's
+// allowances, so each takes the others to hold the most its own sidecar
+// may still admit: on a pool that shrinks, a share of what is left now is
+// not handed out again while the others' larger ones are spent.
+func TestReplicasHoldBackEachOther(t *testing.T) {
+	tr, _ := New(Options{Replicas: func() int { return 3 }})
+	now := time.Unix(1000, 0)
+	iv := 10 * time.Millisecond
+	r := Report{Sidecar: "a", Rate: 1000, Interval: iv}
+	if g := tr.Allot("k", r, 30, lim, now); g != 10 {
+		t.Fatalf("one of 3 replicas, 30 left: %v; want 10", g)
+	}
+	// Its 10 spent and recorded, and the others' (taken as 10 each) not
+	// yet: 15 left is less than the others may still hold.
+	if g := tr.Allot("k", r, 15, lim, now.Add(iv)); g != 0 {
+		t.Errorf("15 left with the other two taken to hold 10 each: %v; want 0", g)
+	}
+	// The others are taken to hold the most it was allowed for as long as
+	// that may be spent (four intervals here), then nothing: a third.
+	if g := tr.Allot("k", r, 15, lim, now.Add(2*iv)); g != 0 {
+		t.Errorf("15 left, 20 ms after an allowance of 10: %v; want 0", g)
+	}
+	if g := tr.Allot("k", r, 15, lim, now.Add(7*iv)); g != 5 {
+		t.Errorf("15 left, 70 ms after an allowance of 10 and answers of 0: %v; want 5", g)
+	}
+}
+
 func TestNewRefusesNegativeBounds(t *testing.T) {
 	if _, err := New(Options{MaxBytes: -1}); err == nil {
 		t.Error("MaxBytes -1: no error")
