@@ -67,12 +67,12 @@ type matrixRow struct {
 	ratio, tripsPerReq float64
 	// flushes is the most flush calls the sidecars could make in the run
 	// (async): one a -flush-interval each.
-	flushes        float64
+	flushes float64
 	// decisions no central state took part in: the sidecars' fallback,
 	// the servers' shed and failure mode (fail open)
 	fallback, shed, failOpen float64
-	slow, dropped  float64
-	upDown         bool // a sidecar's upstream was ever marked down
+	slow, dropped            float64
+	upDown                   bool // a sidecar's upstream was ever marked down
 }
 
 func (r matrixRow) String() string {
