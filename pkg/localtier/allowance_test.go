@@ -107,17 +107,7 @@ func prometheusGauge(t *testing.T, reg *prometheus.Registry, name string) promet
 func TestAnswerLessWhatItsRoundTripSpent(t *testing.T) {
 	a := newAllowances(10)
 	lapse := int64(time.Second)
-	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
-	take := func(n int, now int64) int {
-		ok := 0
-		for range n {
-			var short took
-			if a.take(b, now, &short) {
-				ok++
-			}
-		}
-		return ok
-	}
+	take := oneUnit(a, "k")
 	a.set("k", 5, 0, 0, lapse)
 	if got := take(3, 1); got != 3 {
 		t.Fatalf("took %d of 3 from 5", got)
@@ -159,24 +149,14 @@ func TestAnswerLessWhatItsRoundTripSpent(t *testing.T) {
 func TestAnswerAfterTheEntryWasDropped(t *testing.T) {
 	a := newAllowances(10)
 	lapse := int64(time.Second)
-	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
+	take := oneUnit(a, "k")
 	a.set("k", 50, 0, 0, lapse)
-	for range 40 {
-		var short took
-		a.take(b, 1, &short)
-	}
+	take(40, 1)
 	drained, _ := a.spentOf("k") // 40
 	a.prune(int64(allowanceKept) + 1)
 	a.set("k", 0, 0, 3, lapse) // tight again, nothing left
 	a.set("k", 2, drained, 4, lapse)
-	ok := 0
-	for range 10 {
-		var short took
-		if a.take(b, 5, &short) {
-			ok++
-		}
-	}
-	if ok != 2 {
+	if ok := take(10, 5); ok != 2 {
 		t.Errorf("an answer of 2 after the key's entry was made anew: admitted %d; want 2", ok)
 	}
 }
@@ -188,17 +168,7 @@ func TestAnswerAfterTheEntryWasDropped(t *testing.T) {
 func TestLooseThenTight(t *testing.T) {
 	a := newAllowances(10)
 	lapse := int64(time.Second)
-	b := &limiter.Batch{Items: []algorithm.Item{{Key: "k", Cost: 1}}}
-	take := func(n int, now int64) int {
-		ok := 0
-		for range n {
-			var short took
-			if a.take(b, now, &short) {
-				ok++
-			}
-		}
-		return ok
-	}
+	take := oneUnit(a, "k")
 	a.set("k", 0, 0, 0, lapse)
 	if got := take(3, 1); got != 0 {
 		t.Fatalf("bound with nothing: admitted %d", got)
@@ -218,5 +188,21 @@ func TestLooseThenTight(t *testing.T) {
 	a.set("k", 30, drained, 5, lapse)
 	if got := take(40, 6); got != 15 {
 		t.Errorf("an answer of 30 with 15 admitted on its way: admitted %d; want 15", got)
+	}
+}
+
+// oneUnit returns a function that asks a's allowance for key n times, a
+// unit each, at now (ns), and returns how many it admitted.
+func oneUnit(a *allowances, key string) func(n int, now int64) int {
+	b := &limiter.Batch{Items: []algorithm.Item{{Key: key, Cost: 1}}}
+	return func(n int, now int64) int {
+		ok := 0
+		for range n {
+			var short took
+			if a.take(b, now, &short) {
+				ok++
+			}
+		}
+		return ok
 	}
 }
