@@ -61,3 +61,43 @@ descriptors:
 		}
 	}
 }
+
+// BenchmarkAsyncFlood is the sidecar's request path in async mode on keys
+// over their limits: after each key's first request, answered from the
+// flag cache, whose refusals are counted as the keys' demand (Asked); 1k
+// keys, the flusher running every 10ms.
+func BenchmarkAsyncFlood(b *testing.B) {
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-client, unit: hour, requests_per_unit: 1}
+`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	flags, _ := cache.New(100_000)
+	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tier.Close()
+	svc, _ := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
+	reqs := make([]*rlsv3.RateLimitRequest, 1_000)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
+		}}}
+	}
+	ctx := context.Background()
+	for _, r := range reqs { // each key's one admission, then flagged
+		svc.ShouldRateLimit(ctx, r)
+		svc.ShouldRateLimit(ctx, r)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		resp, err := svc.ShouldRateLimit(ctx, reqs[i%len(reqs)])
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			b.Fatalf("%v, %v; want OVER_LIMIT", resp, err)
+		}
+	}
+}
