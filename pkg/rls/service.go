@@ -106,9 +106,11 @@ const (
 	// ("" for none): limiter.DecideOptions.Paths.
 	LimitPathKey = "x-sluice-limit-path-bin"
 	// SidecarIDKey, IntervalKey and DemandKey are request metadata an async
-	// sidecar sends with recorded hits (pkg/share): its name, how often it
-	// reports (µs), and per descriptor, in order, the units it was asked
-	// for per second since it last reported the key, comma-separated.
+	// sidecar sends with recorded hits (pkg/share): its name, its
+	// reporting interval (µs: its flush interval, or the cycle its flushes
+	// actually run at plus a round trip, share.Report.Interval), and per
+	// descriptor, in order, the units it was asked for per second since it
+	// last reported the key, comma-separated.
 	SidecarIDKey = "x-sluice-sidecar-id"
 	IntervalKey  = "x-sluice-flush-interval-us"
 	DemandKey    = "x-sluice-demand"

@@ -132,7 +132,9 @@ type Report struct {
 	Sidecar string
 	// Rate is the units it was asked for per second since its last report.
 	Rate float64
-	// Interval is how often it says it reports.
+	// Interval is how often it says it reports: how long it decides on one
+	// answer before the next reaches it (pkg/localtier states its flush
+	// interval, or its flushes' actual cycle plus a round trip if longer).
 	Interval time.Duration
 	// Held is what it still held of its last allowance for the key when it
 	// took the report's hits, which it may spend until this report's
