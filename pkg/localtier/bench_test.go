@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/rls"
 )
 
 // answering is an upstream that admits every record without a network or
@@ -32,27 +33,7 @@ func (answering) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest,
 // without gRPC: the flag cache, the local bucket, recording the hit, the
 // reply; 10k keys, all admitted, the flusher running every 10ms.
 func BenchmarkAsyncShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
-`)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	flags, _ := cache.New(100_000)
-	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tier.Close()
-	svc, _ := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
-	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
-		}}}
-	}
+	svc, reqs := asyncSidecar(b, "requests_per_unit: 1000000000, unit: second", 10_000)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -67,27 +48,7 @@ descriptors:
 // flag cache, whose refusals are counted as the keys' demand (Asked); 1k
 // keys, the flusher running every 10ms.
 func BenchmarkAsyncFlood(b *testing.B) {
-	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte(`domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {name: per-client, unit: hour, requests_per_unit: 1}
-`)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	flags, _ := cache.New(100_000)
-	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tier.Close()
-	svc, _ := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
-	reqs := make([]*rlsv3.RateLimitRequest, 1_000)
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
-		}}}
-	}
+	svc, reqs := asyncSidecar(b, "requests_per_unit: 1, unit: hour", 1_000)
 	ctx := context.Background()
 	for _, r := range reqs { // each key's one admission, then flagged
 		svc.ShouldRateLimit(ctx, r)
@@ -100,4 +61,29 @@ descriptors:
 			b.Fatalf("%v, %v; want OVER_LIMIT", resp, err)
 		}
 	}
+}
+
+// asyncSidecar is an async sidecar's service on answering, with a flag
+// cache, flushing every 10ms, whose one limit on remote_address is limit
+// (the YAML inside rate_limit's braces), and a request for each of keys
+// addresses.
+func asyncSidecar(b *testing.B, limit string, keys int) (*rls.Service, []*rlsv3.RateLimitRequest) {
+	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per-client, " + limit + "}\n")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	flags, _ := cache.New(100_000)
+	tier, err := New(Options{Upstream: answering{}, Mode: Async, Cache: flags, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tier.Close() })
+	svc, _ := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Metrics: limiter.NewMetrics(prometheus.NewRegistry())})
+	reqs := make([]*rlsv3.RateLimitRequest, keys)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.", i/256, ".", i%256)}},
+		}}}
+	}
+	return svc, reqs
 }
