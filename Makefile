@@ -16,7 +16,7 @@ test: deps fmt
 
 # soak: what make test leaves out because it takes long, tagged soak: the
 # exactness matrix (every deployment, algorithm, traffic shape and server
-# count against an exact limiter: 35-40 minutes at 3 runs a cell) and the
+# count against an exact limiter: 31 minutes at 3 runs a cell, idle) and the
 # long fault and bound tests. SOAKFLAGS reach the e2e package, e.g.
 # SOAKFLAGS='-matrix.runs 1 -matrix.out /tmp/matrix.md'.
 soak: deps
