@@ -141,3 +141,35 @@ func TestRecordDemand(t *testing.T) {
 		})
 	}
 }
+
+// TestRefillAhead: on a sliding log, a sidecar asked for a key no faster
+// than the limit's rate is allowed its share of what is left and of what
+// frees within two of its reporting intervals; a flooding sidecar, or one
+// reporting on a key in debt, only of what is left.
+func TestRefillAhead(t *testing.T) {
+	cfg := configOf(t, "domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {unit: second, requests_per_unit: 100, name: log, algorithm: sliding_log}\n")
+	for _, tt := range []struct {
+		name       string
+		hits, rate float64
+		want       float64
+	}{
+		// 2 left; 100 a second over 10 ms intervals is 1 unit (tight under
+		// 8), and two intervals of the refill are 2 more.
+		{"asked at the limit's rate", 98, 100, 4},
+		{"flooding", 98, 1000, 2},
+		{"in debt", 101, 100, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := share.New(share.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := start(t, Options{Shares: tr, Config: cfg})
+			d := &Demand{Peer: "p", Sidecar: "a", Interval: 10 * time.Millisecond, Rates: []float64{tt.rate}}
+			a := h.record(t, edge(desc("client", "k").costing(uint64(tt.hits))), DecideOptions{Demand: d})
+			if got := a.Statuses[0].Allowance; got != tt.want {
+				t.Errorf("allowance %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
