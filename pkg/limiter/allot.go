@@ -21,6 +21,11 @@ type Demand struct {
 	// Held is, per descriptor, what the sidecar still held of its last
 	// allowance for the key (share.Report.Held); nil: none.
 	Held []float64
+	// Denied is, per descriptor, the units the sidecar denied since it
+	// last reported the key: with the hits it records they back its rate
+	// (share.Report.Asked). nil: a sidecar that does not say, whose rates
+	// are believed as before, within the limit's rate.
+	Denied []uint64
 }
 
 // allot gives each status of a recorded request its allowance
@@ -40,6 +45,10 @@ func (s *Service) allot(d *decision, demand *Demand) {
 		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
 		if len(demand.Held) == len(demand.Rates) {
 			r.Held = demand.Held[i]
+		}
+		r.Asked = share.MaxAsked
+		if len(demand.Denied) == len(demand.Rates) {
+			r.Asked = float64(it.Cost) + float64(demand.Denied[i])
 		}
 		lim := share.Limit{
 			Rate:     float64(it.Params.Limit) / float64(it.Params.Window) * 1e6, // units per second

@@ -255,6 +255,7 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 	rates := make([]byte, 0, 8*len(c))
 	ages := make([]byte, 0, 8*len(c))
 	held := make([]byte, 0, 4*len(c))
+	denied := make([]byte, 0, 4*len(c))
 	now := t.opts.Now()
 	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {
@@ -269,9 +270,11 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 		// Sent with hits to record, or demand to report.
 		if n > 0 || e.asked > 0 {
 			if len(descs) > 0 {
-				rates, ages, held = append(rates, ','), append(ages, ','), append(held, ',')
+				rates, ages, held, denied = append(rates, ','), append(ages, ','), append(held, ','), append(denied, ',')
 			}
 			held = strconv.AppendFloat(held, e.held, 'g', 6, 64)
+			// What backs the demand with the hits (share.Report.Asked).
+			denied = strconv.AppendUint(denied, min(e.asked-min(e.asked, e.n), limiter.MaxCost), 10)
 			// The newest hit's age: placed in its window by the store
 			// (algorithm.Record); the older ones of the batch with it.
 			ages = strconv.AppendInt(ages, max(0, at-e.last)/1000, 10)
@@ -295,9 +298,10 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	md := make([]string, 0, 12+2*len(paths))
+	md := make([]string, 0, 14+2*len(paths))
 	md = append(md, rls.SidecarKey, rls.SidecarRecord, rls.SidecarIDKey, t.id,
-		rls.IntervalKey, strconv.FormatInt(iv.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages), rls.HeldKey, string(held))
+		rls.IntervalKey, strconv.FormatInt(iv.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages), rls.HeldKey, string(held),
+		rls.DeniedKey, string(denied))
 	for _, p := range paths {
 		md = append(md, rls.LimitPathKey, p)
 	}

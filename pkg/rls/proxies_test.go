@@ -161,3 +161,48 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, label str
 	}
 	return 0
 }
+
+// TestDemandBackedByWhatWasAsked: a sidecar that says what it denied
+// (DeniedKey) has its demand weighed against it with its hits: evil's
+// report of 1e9 a second, recording nothing and denying nothing, takes
+// nothing of good's share; said with the units that back it, it weighs the
+// limit's rate as before.
+func TestDemandBackedByWhatWasAsked(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		denied string
+		want   func(a float64) bool
+	}{
+		{"backed by nothing", "0", func(a float64) bool { return a == 5 }},
+		{"backed by what it denied", "1000", func(a float64) bool { return a < 5 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			auth, _ := tokens(t)
+			tr, _ := share.New(share.Options{})
+			h := start(t, limiter.Options{Shares: tr}, auth)
+			// per-key: 10 a second, burst 20; 15 recorded leaves 5.
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+				Entries: desc("api_key", "shared").Entries,
+			}}}
+			allowance := func(token string, hits uint64, demand, denied string) float64 {
+				t.Helper()
+				req.Descriptors[0].HitsAddend = wrapperspb.UInt64(hits)
+				var md metadata.MD
+				ctx := marked(token, SidecarIDKey, "s", IntervalKey, "10000", DemandKey, demand, DeniedKey, denied)
+				if _, err := h.client.ShouldRateLimit(ctx, req, grpc.Header(&md)); err != nil {
+					t.Fatal(err)
+				}
+				a, err := strconv.ParseFloat(md.Get(AllowanceKey)[0], 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			allowance(goodToken, 15, "1500", "0")
+			allowance(evilToken, 0, "1e9", c.denied)
+			if a := allowance(goodToken, 0, "1500", "15"); !c.want(a) {
+				t.Errorf("good's allowance of the 5 left beside evil's claim: %v", a)
+			}
+		})
+	}
+}

@@ -119,6 +119,14 @@ const (
 	// for the key when it took the hits, comma-separated (share.Report.Held).
 	// A server that does not know it takes none as held, as before.
 	HeldKey = "x-sluice-held"
+	// DeniedKey is request metadata an async sidecar sends with them: per
+	// descriptor, in order, the units it denied of the key since it last
+	// reported it, comma-separated.
+	// With the hits it records they back its demand (share.Report.Asked);
+	// a server that does not know it ignores it, and a sidecar that does
+	// not send it has its demand believed as before, within the limit's
+	// rate (share.MaxShareWeight).
+	DeniedKey = "x-sluice-denied"
 	// AllowanceKey is the response header metadata answering them: per
 	// descriptor, the units the sidecar may admit for the key until it
 	// reports again, or -1 for no allowance (decide as usual).
@@ -240,6 +248,7 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 		return nil
 	}
 	d.Held = heldOf(ctx, n)
+	d.Denied = deniedOf(ctx, n)
 	return d
 }
 
@@ -263,6 +272,28 @@ func heldOf(ctx context.Context, n int) []float64 {
 		return nil
 	}
 	return held
+}
+
+// deniedOf reads the units a sidecar denied (DeniedKey) for n
+// descriptors: nil when it says nothing, or they do not parse or pass
+// limiter.MaxCost.
+func deniedOf(ctx context.Context, n int) []uint64 {
+	v := metadata.ValueFromIncomingContext(ctx, DeniedKey)
+	if len(v) != 1 || len(v[0]) > n*maxAgeText {
+		return nil
+	}
+	denied := make([]uint64, 0, n)
+	for f := range strings.SplitSeq(v[0], ",") {
+		u, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || u > limiter.MaxCost || len(denied) == n {
+			return nil
+		}
+		denied = append(denied, u)
+	}
+	if len(denied) != n {
+		return nil
+	}
+	return denied
 }
 
 // agesOf reads the ages of a sidecar's recorded hits (AgeKey) for n

@@ -132,7 +132,7 @@ func (m model) run(t *testing.T) outcome {
 			// The flush: the hits recorded in full, the demand reported.
 			var r algorithm.Result
 			global, r = algorithm.Decide(global, m.p, now, int64(s.hits), algorithm.Force)
-			g := tr.Allot("k", Report{Peer: fmt.Sprint(i), Sidecar: fmt.Sprint(i), Rate: s.asked / (float64(since) / 1e6), Interval: m.interval, Held: max(0, s.allowance)},
+			g := tr.Allot("k", Report{Peer: fmt.Sprint(i), Sidecar: fmt.Sprint(i), Rate: s.asked / (float64(since) / 1e6), Interval: m.interval, Held: max(0, s.allowance), Asked: s.asked},
 				float64(r.Remaining), Limit{Rate: rate * 1e6, Capacity: capacity}, time.UnixMicro(now))
 			ans := grant{at: now + m.rtt.Microseconds(), amount: g, spent: s.spent}
 			if g < 0 && !r.Allowed {

@@ -111,6 +111,20 @@ const (
 // floods are judged tight later.
 const MaxShareWeight = 1
 
+// What one report's demand can weigh against what backs it: a report's
+// Rate counts for at most MaxAskedWeight times the units it says it was
+// asked for (Report.Asked: the hits it records and those it refused) over
+// the time since its sidecar last reported the key, as the server saw it
+// or as the sidecar states its interval, the shorter. A report that
+// records nothing and refused nothing claims no demand, whatever Rate it
+// states; one that was asked for what it says loses nothing: the multiple
+// covers reports that reach a server closer together or further apart
+// than they were sent, or through one of several servers. Refusals are the
+// sidecar's word, so this keeps honest sidecars' reports consistent and
+// a faulty one's claims in check; against a peer that lies, the limit's
+// rate caps its claim (MaxShareWeight).
+const MaxAskedWeight = 4
+
 // Limit is what the Tracker needs to know of a limit to weigh its
 // demand. A plain value, safe to share between goroutines.
 type Limit struct {
@@ -140,6 +154,22 @@ type Report struct {
 	// took the report's hits, which it may spend until this report's
 	// answer reaches it (0: none, or a sidecar that does not say).
 	Held float64
+	// Asked is the units it was asked for since its last report: the hits
+	// the report records and those it refused (MaxAskedWeight).
+	Asked float64
+}
+
+// MaxAsked bounds Report.Asked: MaxRate for MaxInterval.
+const MaxAsked = MaxRate * float64(MaxInterval/time.Second)
+
+// rate is what r's Rate weighs when its sidecar's last report of the key
+// came gap ns before it (0: unknown): capped by what backs it (Asked).
+func (r Report) rate(gap int64) float64 {
+	over := r.Interval
+	if gap > 0 {
+		over = min(over, time.Duration(gap))
+	}
+	return min(r.Rate, MaxAskedWeight*r.Asked/over.Seconds())
 }
 
 // Valid reports whether r is within the bounds.
@@ -147,7 +177,8 @@ func (r Report) Valid() bool {
 	return r.Sidecar != "" && len(r.Sidecar) <= MaxSidecarID && len(r.Peer) <= MaxPeer &&
 		r.Interval >= MinInterval && r.Interval <= MaxInterval &&
 		r.Rate >= 0 && r.Rate <= MaxRate && // NaN fails both
-		r.Held >= 0 && r.Held <= MaxRate
+		r.Held >= 0 && r.Held <= MaxRate &&
+		r.Asked >= 0 && r.Asked <= MaxAsked
 }
 
 // Allot is the rule for one sidecar: its allowance out of pool, given its
@@ -320,6 +351,7 @@ func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.
 		}
 		clear(ks.reports[len(live):])
 		ks.reports = live
+		e.rate = r.rate(e.gap)
 		switch {
 		case at0 >= 0:
 			ks.reports[at0] = e

@@ -12,6 +12,13 @@ import (
 // lim is a limit of 100 a second with a capacity of 100.
 var lim = Limit{Rate: 100, Capacity: 100}
 
+// backed is r backed by as many asked units as its rate claims over its
+// interval (Report.Asked), so that its rate weighs in full.
+func backed(r Report) Report {
+	r.Asked = r.Rate * r.Interval.Seconds()
+	return r
+}
+
 func TestAllot(t *testing.T) {
 	cases := []struct {
 		name                       string
@@ -41,7 +48,7 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	}
 	now := time.Unix(1000, 0)
 	iv := 10 * time.Millisecond
-	if g := tr.Allot("loose", Report{Sidecar: "a", Rate: 100, Interval: iv}, 1000, Limit{}, now); g != -1 {
+	if g := tr.Allot("loose", backed(Report{Sidecar: "a", Rate: 100, Interval: iv}), 1000, Limit{}, now); g != -1 {
 		t.Fatalf("a key far from its limit got an allowance of %v", g)
 	}
 	rates := map[string]float64{"big": 800, "small-1": 100, "small-2": 100}
@@ -50,7 +57,7 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	for range rounds {
 		for _, id := range []string{"big", "small-1", "small-2"} {
 			now = now.Add(iv / 3)
-			sum[id] += tr.Allot("k", Report{Sidecar: id, Rate: rates[id], Interval: iv}, 10, Limit{}, now)
+			sum[id] += tr.Allot("k", backed(Report{Sidecar: id, Rate: rates[id], Interval: iv}), 10, Limit{}, now)
 		}
 	}
 	for id, rate := range rates {
@@ -61,7 +68,7 @@ func TestTrackerSharesByDemand(t *testing.T) {
 	}
 	// A sidecar that stopped reporting stops counting after a second.
 	later := now.Add(2 * time.Second)
-	if g := tr.Allot("k", Report{Sidecar: "small-1", Rate: 100, Interval: iv}, 1, Limit{}, later); g != 1 {
+	if g := tr.Allot("k", backed(Report{Sidecar: "small-1", Rate: 100, Interval: iv}), 1, Limit{}, later); g != 1 {
 		t.Errorf("alone on the key after the others went quiet: %v; want the whole pool, 1", g)
 	}
 }
@@ -93,7 +100,7 @@ func TestTrackerBounds(t *testing.T) {
 		t.Errorf("refused reports left %d keys", tr.Len())
 	}
 	for i := range 10 {
-		tr.Allot("k", Report{Sidecar: fmt.Sprint(i), Rate: 1, Interval: iv}, 0, lim, now)
+		tr.Allot("k", backed(Report{Sidecar: fmt.Sprint(i), Rate: 1, Interval: iv}), 0, lim, now)
 	}
 	n := -1
 	tr.keys.Get("k", func(ks *keyState) { n = len(ks.reports) })
@@ -123,7 +130,7 @@ func TestTrackerHeapWithinBudget(t *testing.T) {
 	peer := strings.Repeat("p", 64)
 	for i := range 200_000 {
 		key := fmt.Sprintf("sluice:%0200d", i/4) // four sidecars a key, 200-byte keys
-		tr.Allot(key, Report{Peer: peer, Sidecar: fmt.Sprintf("%s%08d", id, i), Rate: 1e9, Interval: 10 * time.Millisecond}, 0, lim, now)
+		tr.Allot(key, backed(Report{Peer: peer, Sidecar: fmt.Sprintf("%s%08d", id, i), Rate: 1e9, Interval: 10 * time.Millisecond}), 0, lim, now)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -141,7 +148,7 @@ func TestStaleReportsSweptAway(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
 	for i := range 1000 {
-		tr.Allot(fmt.Sprint("k", i), Report{Sidecar: "a", Rate: 1, Interval: 10 * time.Millisecond}, 0, lim, now)
+		tr.Allot(fmt.Sprint("k", i), backed(Report{Sidecar: "a", Rate: 1, Interval: 10 * time.Millisecond}), 0, lim, now)
 	}
 	if n := tr.Sweep(now.Add(500 * time.Millisecond)); n != 0 {
 		t.Errorf("Sweep half a second later dropped %d keys; want none (reports count for a second)", n)
@@ -158,9 +165,9 @@ func TestStaleReportsSweptAway(t *testing.T) {
 func TestReportLifetimeIsTheSeenInterval(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
-	slow := Report{Peer: "evil", Sidecar: "evil", Rate: 1000, Interval: MaxInterval}
+	slow := backed(Report{Peer: "evil", Sidecar: "evil", Rate: 1000, Interval: MaxInterval})
 	tr.Allot("k", slow, 0, lim, now)
-	alone := Report{Peer: "good", Sidecar: "good", Rate: 100, Interval: 10 * time.Millisecond}
+	alone := backed(Report{Peer: "good", Sidecar: "good", Rate: 100, Interval: 10 * time.Millisecond})
 	// A pool of 5 is tight for a demand of 100/s (8 intervals of it are 8).
 	if g := tr.Allot("k", alone, 5, lim, now.Add(1500*time.Millisecond)); g != 5 {
 		t.Errorf("1.5 s after one report that says 10 s: the other sidecar got %v of 5; want all (the report is stale)", g)
@@ -201,11 +208,11 @@ func TestOnePeerCannotStarveOthers(t *testing.T) {
 					pool = min(pool+0.4, 100)
 					if attack {
 						for j := range DefaultMaxSidecars {
-							tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: MinInterval}, pool, lim, now)
+							tr.Allot("k", backed(Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: MinInterval}), pool, lim, now)
 						}
 					}
 					for i, d := range honest {
-						r := Report{Peer: fmt.Sprint("peer", i), Sidecar: "s", Rate: d, Interval: iv}
+						r := backed(Report{Peer: fmt.Sprint("peer", i), Sidecar: "s", Rate: d, Interval: iv})
 						spent := min(max(0, tr.Allot("k", r, pool, lim, now)), d*iv.Seconds()/2, pool)
 						pool -= spent
 						got[i] += spent
@@ -224,12 +231,12 @@ func TestOnePeerCannotStarveOthers(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
 	for j := range DefaultMaxSidecars {
-		tr.Allot("k", Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: iv}, 0, lim, now)
+		tr.Allot("k", backed(Report{Peer: "evil", Sidecar: fmt.Sprint(j), Rate: MaxRate, Interval: iv}), 0, lim, now)
 	}
-	if g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}, 51, lim, now); g != -1 {
+	if g := tr.Allot("k", backed(Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}), 51, lim, now); g != -1 {
 		t.Errorf("a key with 51 of 100 left made tight by one peer's claims: allowance %v; want none", g)
 	}
-	if g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}, 49, lim, now); g < 0 {
+	if g := tr.Allot("k", backed(Report{Peer: "good", Sidecar: "g", Rate: 1, Interval: iv}), 49, lim, now); g < 0 {
 		t.Errorf("a key with 49 of 100 left and a peer's claims: no allowance; want one (the rule still binds)")
 	}
 }
@@ -242,10 +249,10 @@ func TestOnePeerCannotStarveOthers(t *testing.T) {
 func TestTightOverTheInterval(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
-	if g := tr.Allot("k", Report{Sidecar: "a", Rate: 300, Interval: 10 * time.Millisecond}, 40, Limit{}, now); g != -1 {
+	if g := tr.Allot("k", backed(Report{Sidecar: "a", Rate: 300, Interval: 10 * time.Millisecond}), 40, Limit{}, now); g != -1 {
 		t.Errorf("reported every 10 ms, 40 left: allowance %v; want none", g)
 	}
-	if g := tr.Allot("k", Report{Sidecar: "a", Rate: 300, Interval: 50 * time.Millisecond}, 40, Limit{}, now); g < 0 {
+	if g := tr.Allot("k", backed(Report{Sidecar: "a", Rate: 300, Interval: 50 * time.Millisecond}), 40, Limit{}, now); g < 0 {
 		t.Errorf("reported every 50 ms, 40 left: no allowance; want one")
 	}
 }
@@ -259,8 +266,8 @@ func TestHeldHoldsBack(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
 	iv := 10 * time.Millisecond
-	a := Report{Sidecar: "a", Rate: 1000, Interval: iv}
-	b := Report{Sidecar: "b", Rate: 1000, Interval: iv}
+	a := backed(Report{Sidecar: "a", Rate: 1000, Interval: iv})
+	b := backed(Report{Sidecar: "b", Rate: 1000, Interval: iv})
 	if g := tr.Allot("k", a, 10, lim, now); g != 10 {
 		t.Fatalf("alone with 10 left: %v; want 10", g)
 	}
@@ -289,8 +296,8 @@ func TestNamesAreThePeers(t *testing.T) {
 	tr, _ := New(Options{})
 	now := time.Unix(1000, 0)
 	iv := 10 * time.Millisecond
-	tr.Allot("k", Report{Peer: "good", Sidecar: "a", Rate: 100, Interval: iv}, 4, lim, now)
-	tr.Allot("k", Report{Peer: "evil", Sidecar: "a", Rate: 0, Interval: iv}, 4, lim, now)
+	tr.Allot("k", backed(Report{Peer: "good", Sidecar: "a", Rate: 100, Interval: iv}), 4, lim, now)
+	tr.Allot("k", backed(Report{Peer: "evil", Sidecar: "a", Rate: 0, Interval: iv}), 4, lim, now)
 	n := 0
 	tr.keys.Get("k", func(ks *keyState) { n = len(ks.reports) })
 	if n != 2 {
@@ -302,7 +309,7 @@ func TestNamesAreThePeers(t *testing.T) {
 // (cached mode's servers) each hand out their share of the pool.
 func TestReplicasDividePool(t *testing.T) {
 	tr, _ := New(Options{Replicas: func() int { return 4 }})
-	g := tr.Allot("k", Report{Sidecar: "a", Rate: 1000, Interval: 10 * time.Millisecond}, 8, lim, time.Unix(1000, 0))
+	g := tr.Allot("k", backed(Report{Sidecar: "a", Rate: 1000, Interval: 10 * time.Millisecond}), 8, lim, time.Unix(1000, 0))
 	if g != 2 {
 		t.Errorf("alone on a tight key with 8 left, one of 4 replicas: %v; want 2", g)
 	}
@@ -316,7 +323,7 @@ func TestReplicasHoldBackEachOther(t *testing.T) {
 	tr, _ := New(Options{Replicas: func() int { return 3 }})
 	now := time.Unix(1000, 0)
 	iv := 10 * time.Millisecond
-	r := Report{Sidecar: "a", Rate: 1000, Interval: iv}
+	r := backed(Report{Sidecar: "a", Rate: 1000, Interval: iv})
 	if g := tr.Allot("k", r, 30, lim, now); g != 10 {
 		t.Fatalf("one of 3 replicas, 30 left: %v; want 10", g)
 	}
@@ -338,5 +345,48 @@ func TestReplicasHoldBackEachOther(t *testing.T) {
 func TestNewRefusesNegativeBounds(t *testing.T) {
 	if _, err := New(Options{MaxBytes: -1}); err == nil {
 		t.Error("MaxBytes -1: no error")
+	}
+}
+
+// TestReportBackedByAsked: a report's rate weighs no more than
+// MaxAskedWeight times what it was asked for (hits and refusals) over the
+// time between its reports: a claim backed by nothing takes nothing from a
+// sidecar that was asked for its demand, and a backed one weighs in full.
+func TestReportBackedByAsked(t *testing.T) {
+	tr, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	iv := 10 * time.Millisecond
+	const pool = 50 // tight for 1,000 a second over 10 ms
+	honest, good := 0.0, 0.0
+	for range 100 {
+		now = now.Add(iv)
+		// Records nothing, refused nothing, claims the limit's rate.
+		tr.Allot("k", Report{Peer: "evil", Sidecar: "e", Rate: MaxRate, Interval: MinInterval}, pool, Limit{Rate: 1e9, Capacity: 1e9}, now)
+		g := tr.Allot("k", Report{Peer: "good", Sidecar: "g", Rate: 1000, Interval: iv, Asked: 10}, pool, Limit{Rate: 1e9, Capacity: 1e9}, now)
+		honest += g
+		good += pool
+	}
+	if honest < good {
+		t.Errorf("beside an unbacked claim the honest sidecar got %.0f of %.0f; want it all", honest, good)
+	}
+
+	// Backed by what it was asked for, a report weighs its rate in full:
+	// the same two reports share the pool evenly.
+	tr, err = New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]float64{}
+	for range 400 {
+		now = now.Add(iv)
+		for _, id := range []string{"a", "b"} {
+			sum[id] += tr.Allot("k", Report{Peer: id, Sidecar: id, Rate: 1000, Interval: iv, Asked: 10}, 20, Limit{Rate: 2000, Capacity: 2000}, now)
+		}
+	}
+	if sum["a"] < 0.4*(sum["a"]+sum["b"]) || sum["b"] < 0.4*(sum["a"]+sum["b"]) {
+		t.Errorf("two equal backed reports got %v; want even shares", sum)
 	}
 }
