@@ -193,9 +193,9 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 }
 
 // sweep drops, once a second until ctx is done, what no request needs
-// any more: the flags past their deadline and the demand reports (shares,
-// if not nil) of sidecars gone quiet, so that memory a flood took comes
-// back without traffic.
+// any more: the flags past their deadline, the demand reports (shares,
+// if not nil) of sidecars gone quiet and the top keys of minutes no longer
+// shown, so that memory a flood took comes back without traffic.
 func (s *Server) sweep(ctx context.Context) {
 	shares, flags := s.parts.Shares, s.parts.Cache
 	tick := time.NewTicker(time.Second)
@@ -211,6 +211,7 @@ func (s *Server) sweep(ctx context.Context) {
 			if flags != nil {
 				flags.Sweep(now)
 			}
+			s.top.Sweep(now)
 		}
 	}
 }

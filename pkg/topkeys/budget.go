@@ -87,6 +87,12 @@ func (t *Tracker) drop(m *minute) {
 	}
 }
 
+// Sweep gives back the bytes of every minute no longer kept at now, so
+// that what a flood took returns once its minutes pass, without waiting
+// for the budget to run short. A limit refusing now is not waited for: its
+// old minutes go at the next Sweep. The owner calls it on a timer.
+func (t *Tracker) Sweep(now time.Time) { t.sweep(now, nil) }
+
 // sweep gives back the bytes of every minute no longer kept, in the rings
 // whose lock is free (refusals are never waited for) but mine, whose lock
 // the caller holds.

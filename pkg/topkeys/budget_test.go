@@ -187,3 +187,36 @@ func TestCostsBoundHeap(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepReleasesMinutes: a full tracker's minutes give their bytes back
+// at the owner's Sweep once they are no longer kept, read off the heap,
+// without another refusal; the limits stay tracked and count again.
+func TestSweepReleasesMinutes(t *testing.T) {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC).UnixNano())
+	const budget = 8 << 20
+	before := heapInUse()
+	tr := New(Options{MaxBytes: budget, Now: c.now})
+	fill(tr, c, 100, 1, 64, MaxKeyBytes)
+	full, filled := tr.used.Load(), heapInUse()
+	tr.Sweep(c.now()) // the minute filled is still kept
+	if tr.used.Load() != full {
+		t.Fatalf("a sweep within the kept minutes gave back %d bytes", full-tr.used.Load())
+	}
+	c.ns.Add(int64(DefaultMinutes) * int64(time.Minute))
+	tr.Sweep(c.now())
+	swept := heapInUse()
+	rings := int64(100) * ringBytes("limit-00", DefaultMinutes)
+	t.Logf("accounted %d bytes full, %d swept; heap grew %d full, %d swept", full, tr.used.Load(), int64(filled)-int64(before), int64(swept)-int64(before))
+	if tr.used.Load() > rings {
+		t.Errorf("after the minutes passed, %d bytes held; want only the limits' rings, %d", tr.used.Load(), rings)
+	}
+	if grew := int64(swept) - int64(before); grew > 2*rings+(1<<20) {
+		t.Errorf("heap still %d bytes over the start after the sweep; want about the rings, %d", grew, rings)
+	}
+	tr.Refused("limit-0", "user=next")
+	if l := findLimit(tr.Top(1), "limit-0"); len(l.Keys) != 1 || l.Keys[0].Key != "user=next" {
+		t.Errorf("a refusal after the sweep: %+v; want user=next counted", l)
+	}
+	runtime.KeepAlive(tr)
+}

@@ -15,7 +15,8 @@
 // no room itself, in Untracked), and the sketch guarantee above holds for
 // the keys a sketch does hold: its error is then at most the minute's
 // refusals over the keys it holds. Minutes older than the kept ones give
-// their bytes back when the budget next runs short.
+// their bytes back at the owner's next Sweep, or when the budget next runs
+// short.
 //
 // Counting stays off the request's critical path: each limit has its own
 // lock, and a refusal that finds it held is not waited for. It is added
