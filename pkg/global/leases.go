@@ -133,9 +133,10 @@ const (
 //
 // No acquire or release walks the store: each lease is in two heaps by
 // expiry, its key's and the store's, so an acquire drops its own key's
-// expired leases (each lease is dropped once: O(log n) amortized, for n
-// leases held) and, when the store is full, the one lease that expired
-// first. Expired leases of other keys stay, counted, until then.
+// expired leases and, of other keys, up to two that expired first (each
+// lease is dropped once: O(log n) amortized, for n leases held), so that
+// what expired leaves as leases are taken; Sweep drops every expired one,
+// for an owner's timer, so that it leaves without traffic too.
 //
 // It is safe for concurrent use.
 type MemoryLeases struct {
@@ -213,12 +214,15 @@ func (m *MemoryLeases) Acquire(_ context.Context, key, id string, limit int64, t
 			return false, held, time.Duration(k.leases.s[0].expires - now), nil
 		}
 	}
-	if len(m.byExpiry.s) >= m.maxLeases {
-		if first := m.byExpiry.s[0]; first.expires <= now {
-			m.drop(first) // never k's: its expired leases are gone
-		} else {
-			return false, held, 0, errLeasesFull
+	// Expired leases of other keys (never k's: its expired ones are gone).
+	for range sweptPerAcquire {
+		if len(m.byExpiry.s) == 0 || m.byExpiry.s[0].expires > now {
+			break
 		}
+		m.drop(m.byExpiry.s[0])
+	}
+	if len(m.byExpiry.s) >= m.maxLeases {
+		return false, held, 0, errLeasesFull
 	}
 	if k == nil {
 		// Clones: a key or id sliced from a larger buffer must not keep it.
@@ -230,6 +234,24 @@ func (m *MemoryLeases) Acquire(_ context.Context, key, id string, limit int64, t
 	heap.Push(&k.leases, l)
 	m.ids[leaseRef{k, l.id}] = l
 	return true, held + 1, 0, nil
+}
+
+// sweptPerAcquire is how many expired leases of other keys an acquire
+// drops: more than the one it may add, so expired leases never pile up
+// while leases are taken.
+const sweptPerAcquire = 2
+
+// Sweep drops every lease expired at now and returns how many, in
+// O(log n) each.
+func (m *MemoryLeases) Sweep(now time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, n := int64(now.Sub(m.epoch)), 0
+	for len(m.byExpiry.s) > 0 && m.byExpiry.s[0].expires <= at {
+		m.drop(m.byExpiry.s[0])
+		n++
+	}
+	return n
 }
 
 // drop removes l from the store, and its key with its last lease; m.mu is

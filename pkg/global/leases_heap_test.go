@@ -73,3 +73,48 @@ func TestMemoryLeasesHeapBound(t *testing.T) {
 	}
 	runtime.KeepAlive(m)
 }
+
+// TestMemoryLeasesSweep: expired leases leave without a full store: on
+// the owner's timer (Sweep), the heap back to what an empty store takes,
+// and as leases are taken, two expired ones for each taken.
+func TestMemoryLeasesSweep(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Unix(1_780_000_000, 0)
+	m := NewMemoryLeases(0, func() time.Time { return clock })
+	fill := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			if ok, _, _, err := m.Acquire(ctx, fmt.Sprint(prefix, i), "id", 1, time.Second); !ok || err != nil {
+				t.Fatalf("lease %d: %v, %v", i, ok, err)
+			}
+		}
+	}
+	var before, filled, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fill("key-", 50_000)
+	runtime.GC()
+	runtime.ReadMemStats(&filled)
+	if n := m.Sweep(clock); n != 0 {
+		t.Fatalf("a sweep before any lease expired dropped %d", n)
+	}
+	clock = clock.Add(2 * time.Second)
+	if n := m.Sweep(clock); n != 50_000 || len(m.keys) != 0 || len(m.ids) != 0 || len(m.byExpiry.s) != 0 {
+		t.Fatalf("the sweep after every lease expired dropped %d, left %d keys, %d ids, %d in the heap; want 50,000 and none", n, len(m.keys), len(m.ids), len(m.byExpiry.s))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew, left := int64(filled.HeapAlloc)-int64(before.HeapAlloc), int64(after.HeapAlloc)-int64(before.HeapAlloc)
+	t.Logf("50,000 leases: heap grew %d bytes; %d left after the sweep (the maps' and heap's room)", grew, left)
+	if left > grew/2 {
+		t.Errorf("after the sweep %d of the %d bytes remain; want most given back", left, grew)
+	}
+	// Taken as others expire: each acquire drops two expired leases.
+	fill("a-", 1000)
+	clock = clock.Add(2 * time.Second)
+	fill("b-", 500)
+	if len(m.ids) != 500 {
+		t.Errorf("500 acquires after 1,000 leases expired leave %d leases; want the 500 new ones", len(m.ids))
+	}
+	runtime.KeepAlive(m)
+}
