@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,4 +205,76 @@ func holds(printed, served, secret string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestNoTokenInOutput: the sidecars' tokens — the server's token file, a
+// sidecar's own, a wrong one the server refuses and the lines of a
+// malformed file that stops start-up — show nowhere in what the server
+// and the sidecars print and serve, with debug logs and -pprof, after
+// records were sent, honoured and refused.
+func TestNoTokenInOutput(t *testing.T) {
+	bin := buildDaemons(t)
+	cfg := writeConfig(t, testConfig)
+	dir := t.TempDir()
+	const (
+		goodTok  = "GoodTok8d2e0c1a9b7f6e5d4c3b2a1f0e9d"
+		wrongTok = "WrongTok3a4b5c6d7e8f9a0b1c2d3e4f5a6b"
+		shortTok = "Short7q9"
+		extraTok = "ExtraTok0f1e2d3c4b5a69788796a5b4c3d2"
+	)
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tokens := file("tokens", "sidecar-a "+goodTok+"\n")
+	common := []string{"-log-format", "json", "-log-level", "debug", "-pprof", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}
+	server := runDaemon(t, filepath.Join(bin, "server"), nil, append([]string{"-config", cfg, "-sidecar-tokens", tokens, "-sidecar-tokens-plaintext"}, common...)...)
+	if server.grpcAddr == "" {
+		t.Fatalf("the server did not start:\n%s", server.out)
+	}
+	var sidecars []*daemon
+	for name, tok := range map[string]string{"good": goodTok, "wrong": wrongTok} {
+		d := runDaemon(t, filepath.Join(bin, "localfilter"), nil, append([]string{"-config", cfg, "-upstream", server.grpcAddr, "-mode", "async",
+			"-upstream-token-file", file(name+".token", tok+"\n"), "-upstream-token-plaintext"}, common...)...)
+		if d.grpcAddr == "" {
+			t.Fatalf("the %s sidecar did not start:\n%s", name, d.out)
+		}
+		sidecars = append(sidecars, d)
+	}
+	var served strings.Builder
+	for _, d := range sidecars {
+		s, err := useAndRead(t, d)
+		if err != nil {
+			t.Errorf("a decision at a sidecar: %v", err)
+		}
+		served.WriteString(s)
+	}
+	time.Sleep(500 * time.Millisecond) // the records flushed, honoured and refused
+	s, _ := useAndRead(t, server)
+	served.WriteString(s)
+	for _, d := range sidecars {
+		s, _ := useAndRead(t, d)
+		served.WriteString(s)
+	}
+	// A malformed token file stops start-up, naming the line, not the token.
+	bad := runDaemon(t, filepath.Join(bin, "server"), nil, append([]string{"-config", cfg,
+		"-sidecar-tokens", file("bad-tokens", "sidecar-a "+shortTok+"\nsidecar-b "+extraTok+" more\n"), "-sidecar-tokens-plaintext"}, common...)...)
+	if bad.grpcAddr != "" {
+		t.Errorf("the server started on a malformed token file")
+	}
+	printed := server.out.String() + sidecars[0].out.String() + sidecars[1].out.String() + bad.out.String()
+	for _, d := range append(sidecars, server, bad) {
+		d.stop()
+	}
+	if !strings.Contains(printed, "bad_token") {
+		t.Errorf("no refusal of the wrong token was logged; the test saw no refused record:\n%s", printed)
+	}
+	for _, tok := range []string{goodTok, wrongTok, shortTok, extraTok} {
+		if where := holds(printed, served.String(), tok); where != "" {
+			t.Errorf("a token shows:\n%s", where)
+		}
+	}
 }
