@@ -48,6 +48,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRateLimitReset$$' -fuzztime $(FUZZTIME) ./pkg/retry
 	$(GO) test -run '^$$' -fuzz '^FuzzShouldRateLimit$$' -fuzztime $(FUZZTIME) ./pkg/rls
 	$(GO) test -run '^$$' -fuzz '^FuzzShouldRateLimitRedis$$' -fuzztime $(FUZZTIME) ./pkg/rls
+	$(GO) test -run '^$$' -fuzz '^FuzzDemandReport$$' -fuzztime $(FUZZTIME) ./pkg/rls
+	$(GO) test -run '^$$' -fuzz '^FuzzRecordMetadata$$' -fuzztime $(FUZZTIME) ./pkg/rls
+	$(GO) test -run '^$$' -fuzz '^FuzzTokens$$' -fuzztime $(FUZZTIME) ./pkg/peerauth
 
 # run: the server on its embedded in-memory store with the example config.
 run:

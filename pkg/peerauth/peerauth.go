@@ -156,6 +156,11 @@ func readTokens(path string) ([]token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
+	return parseTokens(path, data)
+}
+
+// parseTokens reads the token file path's contents, data.
+func parseTokens(path string, data []byte) ([]token, error) {
 	if len(data) > MaxTokenFileBytes {
 		return nil, fmt.Errorf("token file %s: larger than %d bytes", path, MaxTokenFileBytes)
 	}
