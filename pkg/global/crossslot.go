@@ -107,7 +107,7 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 		r.calls.Put(c)
 		return nil
 	}
-	if err := r.run(ctx, c); err != nil {
+	if err := r.run(ctx, c, r.queue); err != nil {
 		return err
 	}
 	err := c.err

@@ -14,7 +14,7 @@ import (
 
 // write is one writer: it sends whatever is queued as one pipeline, and
 // shows the watchdog what it has on the wire in fl.
-func (r *Redis) write(fl *inflight) {
+func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration) {
 	defer r.writers.Done()
 	batch := make([]ref, 0, r.opts.MaxBatch)
 	take := func(c *call) {
@@ -27,14 +27,17 @@ func (r *Redis) write(fl *inflight) {
 		select {
 		case <-r.stop:
 			return
-		case c := <-r.queue:
+		case c := <-queue:
 			take(c)
+		}
+		if linger > 0 && !r.linger(queue, linger, take, &batch) {
+			return
 		}
 		r.gather(len(batch))
 	drain:
 		for len(batch) < r.opts.MaxBatch {
 			select {
-			case c := <-r.queue:
+			case c := <-queue:
 				take(c)
 			default:
 				break drain
@@ -54,6 +57,28 @@ func (r *Redis) write(fl *inflight) {
 		fl.sentAt, fl.calls = 0, nil
 		fl.mu.Unlock()
 	}
+}
+
+// linger takes the calls that come within d, up to a full batch: the
+// records writer's wait (RedisOptions.RecordLinger). False when the store
+// is closing, the calls held answered with the error.
+func (r *Redis) linger(queue chan *call, d time.Duration, take func(*call), batch *[]ref) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for len(*batch) < r.opts.MaxBatch {
+		select {
+		case c := <-queue:
+			take(c)
+		case <-timer.C:
+			return true
+		case <-r.stop:
+			for _, c := range *batch {
+				c.c.answer(c.gen, nil, errClosed)
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // gather lets the requests that are ready to run queue their calls before

@@ -52,6 +52,15 @@ type RedisOptions struct {
 	Writers int
 	// MaxBatch bounds the script calls in one pipeline. Default 128.
 	MaxBatch int
+	// RecordLinger, if positive, sends the calls that only record hits
+	// (every item a Force: sidecars' flushes, cached mode's tier) through
+	// a writer of their own, which holds the first for up to RecordLinger
+	// to take the others that come meanwhile into the same script call:
+	// sidecars flush on their own timers, and each flush would otherwise
+	// be a Redis round trip of its own. Their answers are on no client's
+	// path, and decisions never wait behind them. 0: records go with the
+	// decisions.
+	RecordLinger time.Duration
 	// InjectTime makes the scripts use the `now` given to DecideAt
 	// instead of the store's TIME. Tests only: production must use one
 	// clock for every server.
@@ -92,6 +101,9 @@ type Redis struct {
 	// rtt is how long pipelines have lately taken, for what counts as
 	// overdue.
 	rtt rttWindow
+	// records queues the calls that only record hits for their own
+	// writer, when they linger (RecordLinger); nil otherwise.
+	records chan *call
 }
 
 // ErrStalled says Redis stopped answering: a reply overdue past
@@ -168,6 +180,10 @@ const (
 	DefaultWriters = 4
 )
 
+// DefaultRecordLinger is the daemons' RecordLinger (-redis-record-linger):
+// half a sidecar's default flush interval.
+const DefaultRecordLinger = 5 * time.Millisecond
+
 // NewRedis returns a store on opts.Client and starts its writers; Close
 // stops them.
 func NewRedis(opts RedisOptions) (*Redis, error) {
@@ -190,12 +206,20 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		refund:   redis.NewScript(refundSource()),
 		queue:    make(chan *call, opts.Writers*opts.MaxBatch),
 		stop:     make(chan struct{}),
-		inflight: make([]inflight, opts.Writers),
+		inflight: make([]inflight, opts.Writers, opts.Writers+1),
+	}
+	if opts.RecordLinger > 0 {
+		r.records = make(chan *call, opts.MaxBatch)
+		r.inflight = r.inflight[:opts.Writers+1]
 	}
 	r.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	for i := range opts.Writers {
 		r.writers.Add(1)
-		go r.write(&r.inflight[i])
+		go r.write(&r.inflight[i], r.queue, 0)
+	}
+	if r.records != nil {
+		r.writers.Add(1)
+		go r.write(&r.inflight[opts.Writers], r.records, opts.RecordLinger)
 	}
 	r.writers.Add(1)
 	go r.watch()
@@ -211,15 +235,19 @@ func (r *Redis) hardTimeout() time.Duration { return max(time.Second, 20*r.opts.
 func (r *Redis) Close() error {
 	close(r.stop)
 	r.writers.Wait()
-	r.failQueued(errors.New("redis store: closed"))
+	r.failQueued(errClosed)
 	return nil
 }
+
+var errClosed = errors.New("redis store: closed")
 
 // failQueued answers every call still waiting for a writer with err.
 func (r *Redis) failQueued(err error) {
 	for {
 		select {
 		case c := <-r.queue:
+			c.answer(c.gen, nil, err)
+		case c := <-r.records: // never ready when nil
 			c.answer(c.gen, nil, err)
 		default:
 			return
@@ -277,7 +305,11 @@ func sameSlot(items []Item) bool {
 // returns the `now` the script decided at.
 func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64) (int64, error) {
 	c := r.decideCall(items, now)
-	if err := r.run(ctx, c); err != nil {
+	q := r.queue
+	if r.records != nil && records(items) {
+		q = r.records
+	}
+	if err := r.run(ctx, c, q); err != nil {
 		return 0, err
 	}
 	defer r.calls.Put(c)
@@ -318,20 +350,20 @@ func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 	return reply[0], nil
 }
 
-// run queues c for a writer and waits for its answer or ctx. On nil, c
+// run queues c on q for a writer and waits for its answer or ctx. On nil, c
 // holds its answer (c.reply, c.err), which the caller reads before putting
 // c back in the pool; on an error (ctx done, the store closed) c is no
 // longer the caller's: an abandoned call still belongs to its writer
 // (which skips it if it has not sent it yet).
-func (r *Redis) run(ctx context.Context, c *call) error {
+func (r *Redis) run(ctx context.Context, c *call, q chan *call) error {
 	select {
-	case r.queue <- c:
+	case q <- c:
 	case <-ctx.Done():
 		r.calls.Put(c)
 		return ctx.Err()
 	case <-r.stop:
 		r.calls.Put(c)
-		return errors.New("redis store: closed")
+		return errClosed
 	}
 	select {
 	case <-c.done:

@@ -39,8 +39,9 @@ func decide1(t *testing.T, s interface {
 }
 
 // countingHook counts round trips: one per pipeline or single command,
-// however many commands (or script calls inside them) it carries.
-type countingHook struct{ trips, cmds atomic.Int64 }
+// however many commands (or script calls inside them) it carries; and the
+// pipelines that call a script (scriptTrips).
+type countingHook struct{ trips, cmds, scriptTrips atomic.Int64 }
 
 func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -54,6 +55,12 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.trips.Add(1)
 		h.cmds.Add(int64(len(cmds)))
+		for _, c := range cmds {
+			if n := c.Name(); n == "evalsha" || n == "eval" {
+				h.scriptTrips.Add(1)
+				break
+			}
+		}
 		return next(ctx, cmds)
 	}
 }

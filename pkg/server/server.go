@@ -67,6 +67,8 @@ type Options struct {
 	// RedisPipelines are the pipelines in flight at once. Default
 	// global.DefaultWriters.
 	RedisPipelines int
+	// RecordLinger: see global.RedisOptions.
+	RecordLinger time.Duration
 	// FailureMode, LocalShare, MaxWait and Breaker: see
 	// limiter.StoreOptions. MaxWait defaults to
 	// limiter.DefaultMaxWait(StoreTimeout).
