@@ -136,6 +136,11 @@ const (
 	// wait they impose for one more unit, at most Window + ⌈Window/Limit⌉
 	// µs); the debt is capped as Force's.
 	Count
+	// GiveBack returns the cost to the key as it is now, at most what it
+	// holds as consumed, and is never refused: Envoy's refunds
+	// (is_negative_hits), which settle an earlier charge without naming
+	// it. See giveBack for each algorithm's rule.
+	GiveBack
 )
 
 // Result is one decision. Durations are in microseconds.
@@ -210,6 +215,8 @@ func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch mode {
 	case Force:
 		return Record(s, p, now, 0, cost)
+	case GiveBack:
+		return giveBack(s, p, now, cost)
 	case Count:
 		_, verdict := decide(s, p, now, cost, Take)
 		s, _ = decide(s, p, now, cost, Force)

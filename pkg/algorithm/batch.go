@@ -22,14 +22,18 @@ const maxStackItems = 8
 // DecideAll decides every item of one request at the same instant, all or
 // nothing: if any non-shadow Take item is denied, no item consumes
 // anything (a request rejected by one limit costs nothing from its others)
-// and the admitted items report what they have left without it.
+// and the admitted items report what they have left without it. A
+// GiveBack item (a refund) is never refused and applies even then: it
+// settles a charge made earlier, which the refusal of a new one does not
+// undo; it then applies to its key's state as the request found it.
 //
 // states[i] is the stored state of items[i].Key on entry and the state to
-// store on return (unchanged from entry when the request is vetoed). An
-// item whose key appeared earlier in the request sees the earlier item's
-// effect; only the last item of a key holds the state to store. results
-// must be as long as items. DecideAll reports whether the states changed
-// by consumption, i.e. whether the request was admitted.
+// store on return (unchanged from entry when the request is vetoed, but
+// for its refunds). An item whose key appeared earlier in the request sees
+// the earlier item's effect; only the last item of a key holds the state
+// to store. results must be as long as items. DecideAll reports whether
+// the states changed, i.e. whether the request was admitted or carried a
+// refund.
 func DecideAll(items []Item, states []State, now int64, results []Result) bool {
 	var stack [maxStackItems]State
 	orig := stack[:0]
@@ -37,7 +41,7 @@ func DecideAll(items []Item, states []State, now int64, results []Result) bool {
 		orig = make([]State, 0, len(items))
 	}
 	orig = append(orig, states[:len(items)]...)
-	vetoed := false
+	vetoed, refunds := false, false
 	for i := range items {
 		s := states[i]
 		if j := earlier(items, i); j >= 0 {
@@ -51,17 +55,26 @@ func DecideAll(items []Item, states []State, now int64, results []Result) bool {
 		if !results[i].Allowed && !items[i].Shadow && items[i].Mode == Take {
 			vetoed = true
 		}
+		refunds = refunds || items[i].Mode == GiveBack
 	}
 	if !vetoed {
 		return true
 	}
 	for i := range items {
-		if results[i].Allowed {
-			_, results[i] = Decide(orig[i], items[i].Params, now, 0, Take)
+		s := orig[i]
+		if j := earlier(items, i); j >= 0 {
+			s = states[j] // the key's refunds so far
 		}
-		states[i] = orig[i]
+		if items[i].Mode == GiveBack {
+			states[i], results[i] = Decide(s, items[i].Params, now, items[i].Cost, GiveBack)
+			continue
+		}
+		if results[i].Allowed {
+			_, results[i] = Decide(s, items[i].Params, now, 0, Take)
+		}
+		states[i] = s
 	}
-	return false
+	return refunds
 }
 
 // earlier returns the index of the last item before i on the same key, or -1.

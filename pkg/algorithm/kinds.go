@@ -13,6 +13,8 @@ type spec struct {
 	// refund gives back what a Take of cost at taken (the `now` it was
 	// decided at) consumed (see Refund).
 	refund func(s State, p Params, taken, cost int64) State
+	// giveBack gives cost back to s at now (see GiveBack).
+	giveBack func(s State, p Params, now, cost int64) State
 	// record forces cost admitted at `at`, a window ago at most, into s at
 	// now (see Record); nil: charged at now, as a Force (the buckets, whose
 	// refill since at the charge only makes conservative).
@@ -35,11 +37,11 @@ type spec struct {
 }
 
 var kinds = [numKinds]spec{
-	TokenBucket:   {"token_bucket", true, tokenBucket, tokenBucketRefund, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
-	GCRA:          {"gcra", true, gcra, gcraRefund, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
-	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, slidingWindowRecord, nil, limitSize, limitSize, stringStateBytes, twoWindows, nil},
-	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, fixedWindowRecord, fixedWindowKeep, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
-	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, slidingLogRecord, nil, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
+	TokenBucket:   {"token_bucket", true, tokenBucket, tokenBucketRefund, tokenBucketGiveBack, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	GCRA:          {"gcra", true, gcra, gcraRefund, gcraGiveBack, nil, nil, burstSize, burstSize, stringStateBytes, refillTime, nil},
+	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, slidingWindowGiveBack, slidingWindowRecord, nil, limitSize, limitSize, stringStateBytes, twoWindows, nil},
+	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, fixedWindowGiveBack, fixedWindowRecord, fixedWindowKeep, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
+	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, slidingLogGiveBack, slidingLogRecord, nil, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
 }
 
 // Record forces cost units that a local tier admitted age µs before now

@@ -1,0 +1,93 @@
+package algorithm
+
+import (
+	"math"
+	"sort"
+)
+
+// GiveBack decides a refund (Envoy's is_negative_hits): cost units go
+// back to s as the key is at now, at most what it holds as consumed. The
+// refund names no charge and no time, so it applies to the current state
+// only: tokens back into the bucket up to its burst (and no further, so no
+// credit is banked above the limit), a GCRA's arrival time back to now at
+// most, the current window's count down to zero (never the previous
+// window's: a refund arriving after its charge's window closed does not
+// enlarge the next one), a sliding log's newest units. A debt is consumed
+// too, and is given back first.
+//
+// The Result is a zero-cost check of the key after the refund, the limit's
+// remaining then, always Allowed: a refund is never refused. p must be
+// valid.
+func giveBack(s State, p Params, now, cost int64) (State, Result) {
+	if cost > 0 {
+		s = kinds[p.Kind].giveBack(s, p, now, cost)
+	}
+	_, r := decide(s, p, now, 0, Take)
+	r.Allowed, r.RetryAfter = true, 0
+	return s, r
+}
+
+func tokenBucketGiveBack(s State, p Params, now, cost int64) State {
+	if !s.Exists {
+		return s // a fresh key is a full bucket
+	}
+	s, _ = tokenBucket(s, p, now, 0, Take) // refilled to now
+	s.Level = math.Min(float64(p.Burst), s.Level+float64(cost))
+	return s
+}
+
+func gcraGiveBack(s State, p Params, now, cost int64) State {
+	if !s.Exists || s.Level <= float64(now) {
+		return s // nothing consumed
+	}
+	interval := float64(p.Window) / float64(p.Limit)
+	s.Level = math.Max(float64(now), s.Level-float64(float64(cost)*interval))
+	return s
+}
+
+func fixedWindowGiveBack(s State, p Params, now, cost int64) State {
+	if !s.Exists {
+		return s
+	}
+	start, count, prev := fixedWindowAt(s, p, now)
+	return State{Exists: true, Time: start, Count: max(0, count-cost), PrevCount: prev}
+}
+
+func slidingWindowGiveBack(s State, p Params, now, cost int64) State {
+	if !s.Exists {
+		return s
+	}
+	start := windowStart(now, p.Window, p.Origin)
+	var curr, prev int64
+	switch {
+	case s.Time >= start: // same window, or the clock went back
+		start, curr, prev = s.Time, s.Count, s.PrevCount
+	case s.Time == start-p.Window:
+		prev = s.Count
+	}
+	return State{Exists: true, Time: start, Count: max(0, curr-cost), PrevCount: prev}
+}
+
+// slidingLogGiveBack drops the log's newest cost units still in its
+// window (newest first, so that its times stay in order). It never writes
+// to an element of s.Log.
+func slidingLogGiveBack(s State, p Params, now, cost int64) State {
+	log := s.Log
+	if k := len(log); k > 0 && log[k-1].T > now {
+		now = log[k-1].T // the clock went back, as in slidingLog
+	}
+	log = log[sort.Search(len(log), func(i int) bool { return log[i].T > now-p.Window }):]
+	for cost > 0 && len(log) > 0 {
+		last := log[len(log)-1]
+		if last.N > cost {
+			grown := make([]Run, len(log), len(log)+1)
+			copy(grown, log)
+			grown[len(log)-1] = Run{T: last.T, N: last.N - cost, Total: last.Total - cost}
+			log = grown
+			break
+		}
+		cost -= last.N
+		log = log[:len(log)-1:len(log)-1] // what is appended next must not overwrite it
+	}
+	return State{Exists: len(log) > 0, Log: log}
+}
