@@ -87,7 +87,7 @@ func slidingLogGiveBack(s State, p Params, now, cost int64) State {
 			break
 		}
 		cost -= last.N
-		log = log[:len(log)-1:len(log)-1] // what is appended next must not overwrite it
+		log = log[: len(log)-1 : len(log)-1] // what is appended next must not overwrite it
 	}
 	return State{Exists: len(log) > 0, Log: log}
 }
