@@ -114,10 +114,23 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 					// Admitted a while ago (algorithm.Record), past a
 					// window and before now included.
 					items[i].Age = rng.Int64N(2*items[i].Params.Window+2) - 1
+					if backward {
+						// Within half a window: the states must outlive
+						// the run, and a record placed a window back
+						// expires within µs, in Redis by its own clock.
+						items[i].Age = rng.Int64N(items[i].Params.Window / 2)
+					}
 				}
 			case 1, 2:
 				// The reference's counting: every hit counts.
 				items[i].Mode = algorithm.Count
+			case 3, 4, 5:
+				// Refunds (Envoy's is_negative_hits), up to past what the
+				// key could hold.
+				items[i].Mode = algorithm.GiveBack
+				if rng.IntN(4) == 0 {
+					items[i].Cost = rng.Int64N(3*items[i].Params.Limit + 1)
+				}
 			}
 		}
 		want := make([]Result, n)
@@ -199,6 +212,8 @@ func TestDifferentialFusedRequests(t *testing.T) {
 					items[i].Age = rng.Int64N(3 * sec) // admitted a while ago: algorithm.Record
 				case 1:
 					items[i].Mode = algorithm.Count
+				case 2:
+					items[i].Mode = algorithm.GiveBack
 				}
 			}
 			w := make([]Result, len(items))

@@ -188,6 +188,9 @@ func (m *Memory) decideOne(it *Item, out *Result, now int64) error {
 	} else {
 		st, *out = algorithm.Decide(stateOf(e, now), it.Params, now, it.Cost, it.Mode)
 	}
+	if !out.Allowed && !it.Shadow && it.Mode == algorithm.Take {
+		return nil // refused: nothing taken, nothing stored (as DecideAll)
+	}
 	m.store(s, e, it.Key, st, algorithm.Keep(it.Params, out.ResetAfter), now)
 	return nil
 }

@@ -21,9 +21,10 @@ const (
 
 // Item flags, as the script reads them.
 const (
-	flagForce  = 1
-	flagShadow = 2
-	flagCount  = 4
+	flagForce    = 1
+	flagShadow   = 2
+	flagCount    = 4
+	flagGiveBack = 8
 )
 
 // appendRequest packs one request of items at now (µs; negative for the
@@ -39,6 +40,8 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 			flags |= flagForce
 		case algorithm.Count:
 			flags |= flagCount
+		case algorithm.GiveBack:
+			flags |= flagGiveBack
 		}
 		if it.Shadow {
 			flags |= flagShadow

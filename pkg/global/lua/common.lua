@@ -126,8 +126,16 @@ end
 -- right after would: for the next request; count records it too, but
 -- answers with the verdict a take would have given (the reference's
 -- counting), and what is left after.
-local function decide(st, p, now, cost, force, count)
+local function decide(st, p, now, cost, force, count, giveback)
   local a = algorithm_of(p.kind)
+  if giveback then
+    -- A refund (algorithm.GiveBack): never refused; the key as it is
+    -- after it, checked at zero cost.
+    if cost > 0 then st = a.give_back(st, p, now, cost) end
+    local _, r = a.decide(st, p, now, 0, false)
+    r.allowed, r.retry = true, 0
+    return st, r
+  end
   if force or count then
     local verdict
     if count then

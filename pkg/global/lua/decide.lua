@@ -12,7 +12,8 @@
 --           once per call, so the requests of one call share an instant),
 --           n (H, its items), then per item ITEM: kind (B, pkg/algorithm.Kind:
 --           the ALGORITHMS table), flags (B: 1 force, consume even when it
---           does not fit; 2 shadow; 4 count, consume and judge as a take),
+--           does not fit; 2 shadow; 4 count, consume and judge as a take;
+--           8 give back, a refund: algorithm.GiveBack),
 --           limit, window µs, burst, cost, origin µs (d: where windows
 --           start, pkg/algorithm.Params.Origin), age µs (d: a force's
 --           hits were admitted that long ago, algorithm.Record)
@@ -52,6 +53,7 @@ local function decide_request(k, pos, n, now, out)
     end
     it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin, it.age = KEYS[k + i - 1], kind, limit, window, burst, cost, origin, age
     it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
+    it.giveback = math.floor(flags / 8) % 2 == 1
   end
 
   for i = 1, n do
@@ -65,23 +67,35 @@ local function decide_request(k, pos, n, now, out)
       loaded[i] = load_state(items[i], scratch[i])
       st = loaded[i]
     end
-    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force, items[i].count)
+    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force, items[i].count, items[i].giveback)
   end
 
-  local vetoed = false
+  local vetoed, refunds = false, false
   for i = 1, n do
     local r = results[i]
     if not r.allowed and not items[i].shadow and not items[i].force and not items[i].count then vetoed = true end
+    if items[i].giveback then refunds = true end
   end
 
   if vetoed then
+    -- Nothing is taken, but the refunds apply, to the keys as the request
+    -- found them (algorithm.DecideAll).
     for i = 1, n do
-      if results[i].allowed then
-        local _, r = decide(loaded[i], items[i], now, 0, false)
-        results[i] = r
+      local j = earlier(items, i)
+      local st = loaded[i]
+      if j then st = states[j] end
+      if items[i].giveback then
+        states[i], results[i] = decide(st, items[i], now, items[i].cost, false, false, true)
+      else
+        if results[i].allowed then
+          local _, r = decide(st, items[i], now, 0, false)
+          results[i] = r
+        end
+        states[i] = st
       end
     end
-  else
+  end
+  if not vetoed or refunds then
     for i = 1, n do
       local last = true
       for j = i + 1, n do

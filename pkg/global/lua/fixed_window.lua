@@ -51,6 +51,14 @@ function fixed_window.keep(p, reset)
   return reset
 end
 
+-- fixedWindowGiveBack: the current window's count down by the cost, to 0
+-- at most; a closed window's is left as it is.
+function fixed_window.give_back(st, p, now, cost)
+  if not st.exists then return st end
+  local start, count, prev = at(st, p, now)
+  return { exists = true, t = start, a = math.max(0, count - cost), b = prev }
+end
+
 -- refund: only the refund script includes what follows.
 
 -- fixedWindowRefund: off the window the take counted it in, if still the key's.

@@ -28,6 +28,12 @@ function gcra.decide(st, p, now, cost, force)
       left = math.max(0, (tolerance - (tat - now)) / interval), retry = retry, reset = ceil_pos(tat - now) }
 end
 
+-- gcraGiveBack: the arrival time back by the cost, to now at most.
+function gcra.give_back(st, p, now, cost)
+  if not st.exists or st.f <= now then return st end
+  return { exists = true, f = math.max(now, st.f - cost * (p.window / p.limit)) }
+end
+
 -- refund: only the refund script includes what follows.
 
 -- gcraRefund: the theoretical arrival time moves back by what the take added.

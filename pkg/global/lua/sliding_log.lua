@@ -7,8 +7,10 @@
 --
 -- In a script the state is the stored list (len runs, the live ones from
 -- index first) plus what this request changed: grow, the stored newest run
--- grown by it, and new, the runs it appended (one per time: a record
--- placed in the past can append at another time than the request's now).
+-- grown (or, by a refund, shrunk) by it, new, the runs it appended (one per
+-- time: a record placed in the past can append at another time than the
+-- request's now), and cut, set when a refund dropped the stored runs past
+-- len.
 -- A key decided twice in one request sees both, and is stored with one
 -- LTRIM, an LSET and an RPUSH per new run.
 
@@ -72,7 +74,11 @@ function sliding_log.load(item)
 end
 
 function sliding_log.store(item, st, ttl)
-  if st.first > 1 then redis.call('LTRIM', item.key, st.first - 1, -1) end
+  if st.first > st.len then
+    redis.call('DEL', item.key) -- every stored run expired or refunded
+  elseif st.first > 1 or st.cut then
+    redis.call('LTRIM', item.key, st.first - 1, st.len - 1)
+  end
   local function text(r) return num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
   if st.grow and st.first <= st.len then redis.call('LSET', item.key, -1, text(st.grow)) end
   for _, r in ipairs(st.new) do redis.call('RPUSH', item.key, text(r)) end
@@ -98,7 +104,7 @@ end
 local function copy(st)
   local new = {}
   for i, r in ipairs(st.new) do new[i] = r end
-  return { key = st.key, len = st.len, first = st.first, runs = st.runs, grow = st.grow, new = new }
+  return { key = st.key, len = st.len, first = st.first, runs = st.runs, grow = st.grow, new = new, cut = st.cut }
 end
 
 function sliding_log.decide(st, p, now, cost, force)
@@ -148,6 +154,33 @@ function sliding_log.record(st, p, now, at, cost)
   if last >= nst.first then place = math.max(place, run_at(nst, last).t) end
   local add = math.min(cost, math.max(0, 2 * p.limit - log_units(nst)))
   if add > 0 then append_run(nst, place, add) end
+  nst.exists = log_units(nst) > 0
+  return nst
+end
+
+-- slidingLogGiveBack: the newest cost units still in the window go, newest
+-- first: runs appended by this request, then stored runs, cut from the end.
+function sliding_log.give_back(st, p, now, cost)
+  local nst = copy(st)
+  local last = log_end(nst)
+  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
+  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
+  while cost > 0 and log_end(nst) >= nst.first do
+    local i = log_end(nst)
+    local r = run_at(nst, i)
+    if r.n > cost then
+      local shrunk = { t = r.t, n = r.n - cost, total = r.total - cost }
+      if i > nst.len then nst.new[i - nst.len] = shrunk else nst.grow = shrunk end
+      cost = 0
+    else
+      cost = cost - r.n
+      if i > nst.len then
+        nst.new[i - nst.len] = nil
+      else
+        nst.len, nst.grow, nst.cut = nst.len - 1, nil, true
+      end
+    end
+  end
   nst.exists = log_units(nst) > 0
   return nst
 end

@@ -64,6 +64,20 @@ function sliding_window.record(st, p, now, t, cost)
   return { exists = true, t = start, a = curr, b = prev }
 end
 
+-- slidingWindowGiveBack: the current window's count down by the cost, to 0
+-- at most; the previous window's is left as it is.
+function sliding_window.give_back(st, p, now, cost)
+  if not st.exists then return st end
+  local start = window_start(now, p.window, p.origin)
+  local curr, prev = 0, 0
+  if st.t >= start then
+    start, curr, prev = st.t, st.a, st.b
+  elseif st.t == start - p.window then
+    prev = st.a
+  end
+  return { exists = true, t = start, a = math.max(0, curr - cost), b = prev }
+end
+
 -- refund: only the refund script includes what follows.
 
 -- slidingWindowRefund: off the current window, or the previous one if a

@@ -30,6 +30,14 @@ function token_bucket.decide(st, p, now, cost, force)
     { allowed = allowed, remaining = floor_non_neg(tokens), left = math.max(0, tokens), retry = retry, reset = reset }
 end
 
+-- tokenBucketGiveBack: refilled to now, then the cost back, up to the burst.
+function token_bucket.give_back(st, p, now, cost)
+  if not st.exists then return st end
+  local nst = token_bucket.decide(st, p, now, 0, false)
+  nst.f = math.min(p.burst, nst.f + cost)
+  return nst
+end
+
 -- refund: only the refund script includes what follows.
 
 -- tokenBucketRefund: the next decision caps the bucket at its burst again.
