@@ -129,6 +129,9 @@ func (s *Service) addItems(d *decision, req Request, matched []*config.Limit, ov
 		if l == nil || l.RateLimit.Blocks() != blocking {
 			continue
 		}
+		if blocking && req.Refund(i) {
+			continue // a limit of 0 holds nothing to give back, and refuses no refund
+		}
 		cost := reqCost
 		if c, set := req.DescriptorCost(i); set {
 			cost = int64(c) // an explicit 0 checks without consuming
@@ -140,7 +143,10 @@ func (s *Service) addItems(d *decision, req Request, matched []*config.Limit, ov
 		// does, and a quota one fails the request only with all the
 		// others (answer): the store treats both as shadow items.
 		it := algorithm.Item{Key: string(key), Params: p, Cost: cost, Shadow: s.role(l) != enforced}
-		if s.opts.ReferenceCounting || l.RateLimit.CountRefused {
+		switch {
+		case req.Refund(i):
+			it.Mode = algorithm.GiveBack // never refused, nor a sidecar's record
+		case s.opts.ReferenceCounting || l.RateLimit.CountRefused:
 			it.Mode = algorithm.Count // a sidecar's records are Force (decide)
 		}
 		d.batch.Items = append(d.batch.Items, it)

@@ -29,6 +29,9 @@ type Request interface {
 	// Override is descriptor i's per-request limit (Envoy's `limit`), if
 	// it has one.
 	Override(i int) (Override, bool)
+	// Refund reports whether descriptor i gives its hits back rather than
+	// taking them (Envoy's is_negative_hits): see algorithm.GiveBack.
+	Refund(i int) bool
 }
 
 // Override is a descriptor's per-request limit. Unit 0 is not a unit (the

@@ -15,6 +15,7 @@ type descriptor struct {
 	entries  []config.Entry
 	cost     *uint64
 	override *Override
+	refund   bool
 }
 
 // testRequest is a Request held in Go values, as an adapter's view would
@@ -39,6 +40,7 @@ func (r *testRequest) DescriptorCost(i int) (uint64, bool) {
 	}
 	return 0, false
 }
+func (r *testRequest) Refund(i int) bool { return r.descs[i].refund }
 func (r *testRequest) Override(i int) (Override, bool) {
 	if o := r.descs[i].override; o != nil {
 		return *o, true

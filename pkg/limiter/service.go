@@ -120,6 +120,11 @@ type Options struct {
 	// those of rejected requests included, on every limit of the request
 	// (algorithm.Count).
 	ReferenceCounting bool
+	// Refunds says the Decider applies refunds (Request.Refund,
+	// algorithm.GiveBack): the stores do. Without it a request carrying
+	// one is refused as invalid: the sidecar's tier and cached mode do not
+	// pass them on yet.
+	Refunds bool
 	// TopKeys, if set, counts each refusal by limit and key (pkg/topkeys),
 	// for operators to see who is being limited.
 	TopKeys *topkeys.Tracker
@@ -215,6 +220,13 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	if err := validate(req); err != nil {
 		return &decision{}, err
 	}
+	if !s.opts.Refunds {
+		for i := range req.Len() {
+			if req.Refund(i) {
+				return &decision{}, Invalidf("descriptor %d: is_negative_hits: refunds are applied by a server deciding on its store, not by a sidecar or cached mode yet", i)
+			}
+		}
+	}
 	cfg := s.opts.Config()
 	if cfg == nil {
 		return &decision{}, ErrNoConfig
@@ -232,6 +244,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 			ages = nil
 		}
 		for i := range d.batch.Items {
+			if d.batch.Items[i].Mode == algorithm.GiveBack {
+				continue // a refund the sidecar passes on
+			}
 			d.batch.Items[i].Mode = algorithm.Force
 			if ages != nil {
 				d.batch.Items[i].Age = ages[d.batch.Descriptors[i]]
@@ -243,7 +258,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 		d.source = SourceConfig
 	case len(d.store.Items) > 0:
 		now := s.opts.Now()
-		if !o.Record && s.fromCache(d, now) {
+		// A request with a refund goes to the store whatever is flagged:
+		// the refund applies even when its charges are refused.
+		if !o.Record && !refunds(&d.store) && s.fromCache(d, now) {
 			d.source = SourceFlagCache
 			if a, ok := s.opts.Decider.(Asker); ok {
 				a.Asked(&d.store)
@@ -315,6 +332,16 @@ func (s *Service) flagsFollow(cfg *config.Config) {
 	}
 }
 
+// refunds reports whether b gives anything back (algorithm.GiveBack).
+func refunds(b *Batch) bool {
+	for i := range b.Items {
+		if b.Items[i].Mode == algorithm.GiveBack {
+			return true
+		}
+	}
+	return false
+}
+
 // fromCache answers the request from the flag cache when one of its
 // non-shadow keys is flagged over limit: the store would reject it, and
 // all-or-nothing means the other limits would consume nothing.
@@ -366,6 +393,10 @@ func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 	}
 	for i, r := range b.Results {
 		it := &b.Items[i]
+		if it.Mode == algorithm.GiveBack {
+			c.Remove(it.Key) // what was over limit may not be now
+			continue
+		}
 		// A Force item's answer is already for the next unit.
 		if !r.Allowed && !it.Shadow && r.RetryAfter > 0 && (it.Cost <= 1 || it.Mode == algorithm.Force) {
 			c.Add(it.Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))

@@ -30,6 +30,9 @@ func (v view) Entry(i, j int) (key, value string) {
 	return e.GetKey(), e.GetValue()
 }
 
+// Refund is Envoy's is_negative_hits on descriptor i.
+func (v view) Refund(i int) bool { return v.desc(i).GetIsNegativeHits() }
+
 func (v view) DescriptorCost(i int) (uint64, bool) {
 	h := v.desc(i).GetHitsAddend()
 	return h.GetValue(), h != nil
@@ -46,17 +49,6 @@ func (v view) Override(i int) (limiter.Override, bool) {
 		mult = m.GetValue()
 	}
 	return limiter.Override{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit, Multiplier: mult}, true
-}
-
-// checkWire refuses what Envoy's message can say and the core has no word
-// for: hits that subtract.
-func checkWire(req *rlsv3.RateLimitRequest) error {
-	for i, d := range req.GetDescriptors() {
-		if d.GetIsNegativeHits() {
-			return limiter.Invalidf("descriptor %d: is_negative_hits is not supported", i)
-		}
-	}
-	return nil
 }
 
 // Descriptor is descriptor i of a request the core decides, as Envoy's

@@ -146,9 +146,6 @@ const (
 
 // ShouldRateLimit answers one request from Envoy (or a sluice sidecar).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if err := checkWire(req); err != nil {
-		return nil, grpcError(err)
-	}
 	sidecar := sidecarMode(ctx)
 	var proxy string
 	if sidecar == SidecarRecord {
