@@ -253,66 +253,52 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 // descriptors: nil when it says nothing or it does not parse or passes
 // share.MaxRate (then none is taken as held).
 func heldOf(ctx context.Context, n int) []float64 {
-	v := metadata.ValueFromIncomingContext(ctx, HeldKey)
-	if len(v) != 1 || len(v[0]) > n*maxRateText {
-		return nil
-	}
-	held := make([]float64, 0, n)
-	for f := range strings.SplitSeq(v[0], ",") {
+	return listOf(ctx, HeldKey, n, maxRateText, func(f string) (float64, bool) {
 		h, err := strconv.ParseFloat(f, 64)
-		if err != nil || len(held) == n || !(h >= 0 && h <= share.MaxRate) { // NaN fails both
-			return nil
-		}
-		held = append(held, h)
-	}
-	if len(held) != n {
-		return nil
-	}
-	return held
+		return h, err == nil && h >= 0 && h <= share.MaxRate // NaN fails both
+	})
 }
 
 // deniedOf reads the units a sidecar denied (DeniedKey) for n
 // descriptors: nil when it says nothing, or they do not parse or pass
 // limiter.MaxCost.
 func deniedOf(ctx context.Context, n int) []uint64 {
-	v := metadata.ValueFromIncomingContext(ctx, DeniedKey)
-	if len(v) != 1 || len(v[0]) > n*maxAgeText {
-		return nil
-	}
-	denied := make([]uint64, 0, n)
-	for f := range strings.SplitSeq(v[0], ",") {
+	return listOf(ctx, DeniedKey, n, maxAgeText, func(f string) (uint64, bool) {
 		u, err := strconv.ParseUint(f, 10, 64)
-		if err != nil || u > limiter.MaxCost || len(denied) == n {
-			return nil
-		}
-		denied = append(denied, u)
-	}
-	if len(denied) != n {
-		return nil
-	}
-	return denied
+		return u, err == nil && u <= limiter.MaxCost
+	})
 }
 
 // agesOf reads the ages of a sidecar's recorded hits (AgeKey) for n
 // descriptors: nil when there are none, or they do not parse or pass
 // algorithm.MaxWindow (the hits are recorded all the same, at now).
 func agesOf(ctx context.Context, n int) []int64 {
-	v := metadata.ValueFromIncomingContext(ctx, AgeKey)
-	if len(v) != 1 || n == 0 || len(v[0]) > n*maxAgeText {
+	return listOf(ctx, AgeKey, n, maxAgeText, func(f string) (int64, bool) {
+		a, err := strconv.ParseInt(f, 10, 64)
+		return a, err == nil && a >= 0 && a <= algorithm.MaxWindow
+	})
+}
+
+// listOf reads metadata key as n comma-separated values, each at most
+// maxText bytes on average and accepted by parse: nil when it is absent,
+// repeated, too long, or any value is refused, or there are not n.
+func listOf[T any](ctx context.Context, key string, n, maxText int, parse func(string) (T, bool)) []T {
+	v := metadata.ValueFromIncomingContext(ctx, key)
+	if len(v) != 1 || n == 0 || len(v[0]) > n*maxText {
 		return nil
 	}
-	ages := make([]int64, 0, n)
+	out := make([]T, 0, n)
 	for f := range strings.SplitSeq(v[0], ",") {
-		a, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || a < 0 || a > algorithm.MaxWindow || len(ages) == n {
+		x, ok := parse(f)
+		if !ok || len(out) == n {
 			return nil
 		}
-		ages = append(ages, a)
+		out = append(out, x)
 	}
-	if len(ages) != n {
+	if len(out) != n {
 		return nil
 	}
-	return ages
+	return out
 }
 
 // maxAgeText bounds one age's text in AgeKey.
