@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
 	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "pipelines in flight at once; concurrent decisions are coalesced into them")
-	fs.DurationVar(&o.recordLinger, "redis-record-linger", global.DefaultRecordLinger, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
+	fs.DurationVar(&o.recordLinger, "redis-record-linger", 0, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", global.DefaultTimeout, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
 	fs.DurationVar(&o.maxWait, "store-max-wait", 0, "how long a request waits for the store when its caller set no deadline (Envoy sets its filter timeout); past it, or just before the caller's deadline, the request is decided in memory at -local-share; 0: max(1s, 5 × -store-timeout)")

@@ -59,7 +59,12 @@ type RedisOptions struct {
 	// sidecars flush on their own timers, and each flush would otherwise
 	// be a Redis round trip of its own. Their answers are on no client's
 	// path, and decisions never wait behind them. 0: records go with the
-	// decisions.
+	// decisions; the daemons' default (-redis-record-linger). Measured
+	// (BENCHMARKS.md, the exactness matrix), 5ms cut async sidecars' Redis
+	// round trips at 1.5x the limit from 0.100 to 0.034 a request on one
+	// server (0.067 on three), and let sliding logs flooded by three
+	// sidecars admit 1.031 x exact, from 1.019-1.024: the answers come
+	// later, and a log is the algorithm most sensitive to that.
 	RecordLinger time.Duration
 	// InjectTime makes the scripts use the `now` given to DecideAt
 	// instead of the store's TIME. Tests only: production must use one
@@ -179,14 +184,6 @@ const (
 	DefaultTimeout = 10 * time.Millisecond
 	DefaultWriters = 4
 )
-
-// DefaultRecordLinger is the daemons' RecordLinger (-redis-record-linger):
-// none. Measured (BENCHMARKS.md, the exactness matrix), 5ms cut async
-// sidecars' Redis round trips at 1.5x the limit from 0.100 to 0.034 a
-// request on one server (0.067 on three), and let sliding logs flooded
-// by three sidecars admit 1.031 x exact, from 1.019-1.024: the answers
-// come later, and a log is the algorithm most sensitive to that.
-const DefaultRecordLinger = 0
 
 // NewRedis returns a store on opts.Client and starts its writers; Close
 // stops them.

@@ -2,7 +2,6 @@ package localtier
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,25 +47,6 @@ func (t *Tier) record(b *limiter.Batch, now time.Time, admitted bool) {
 		}
 		t.pend(it.Key, n, uint64(it.Cost), at, at, func() hits { return describe(b, i) })
 	}
-}
-
-// worth is how many of h's hits are still worth recording at now. Sent
-// late (held through an upstream outage), hits the limit would have
-// forgotten by now would only put the key into a debt its client never
-// ran up: a token bucket charged ten minutes of hits at once stays shut
-// for minutes after the outage. So hits older than both the limit's memory
-// and one retry interval are left out, taking the n as spread evenly over
-// [first, last]. Hits sent on time are always worth all of them.
-func (t *Tier) worth(h hits, now time.Time) uint64 {
-	cutoff := now.Sub(t.base).Nanoseconds() - max(h.memory, t.opts.RetryInterval.Nanoseconds())
-	switch {
-	case h.first >= cutoff:
-		return h.n
-	case h.last < cutoff:
-		return 0
-	}
-	kept := float64(h.last-cutoff) / float64(h.last-h.first)
-	return uint64(math.Ceil(float64(h.n) * kept))
 }
 
 // pend adds n hits, of asked units, to key's pending ones; describe

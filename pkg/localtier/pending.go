@@ -2,8 +2,10 @@ package localtier
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/config"
 	"github.com/sluicehq/sluice/pkg/limiter"
@@ -131,4 +133,23 @@ func (p *pending) drain(dst []entry) []entry {
 		s.mu.Unlock()
 	}
 	return dst
+}
+
+// worth is how many of h's hits are still worth recording at now. Sent
+// late (held through an upstream outage), hits the limit would have
+// forgotten by now would only put the key into a debt its client never
+// ran up: a token bucket charged ten minutes of hits at once stays shut
+// for minutes after the outage. So hits older than both the limit's memory
+// and one retry interval are left out, taking the n as spread evenly over
+// [first, last]. Hits sent on time are always worth all of them.
+func (t *Tier) worth(h hits, now time.Time) uint64 {
+	cutoff := now.Sub(t.base).Nanoseconds() - max(h.memory, t.opts.RetryInterval.Nanoseconds())
+	switch {
+	case h.first >= cutoff:
+		return h.n
+	case h.last < cutoff:
+		return 0
+	}
+	kept := float64(h.last-cutoff) / float64(h.last-h.first)
+	return uint64(math.Ceil(float64(h.n) * kept))
 }
