@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -27,6 +28,31 @@ func (s *Service) flagsFollow(cfg *config.Config) {
 		}
 		s.flagsCfg.Store(cfg)
 	}
+}
+
+// refundAlone decides d's refunds on their own, for a request a limit of
+// 0 refuses without asking the store about its other limits: a refund
+// settles an earlier charge, which that refusal does not undo. A store that
+// fails loses the refund (the answer, refused by the config, stands).
+func (s *Service) refundAlone(ctx context.Context, d *decision) {
+	sub := Batch{Request: d.store.Request, Paths: d.store.Paths}
+	var at []int
+	for j := range d.store.Items {
+		if d.store.Items[j].Mode == algorithm.GiveBack {
+			at = append(at, j)
+			sub.Items = append(sub.Items, d.store.Items[j])
+			sub.Limits = append(sub.Limits, d.store.Limits[j])
+			sub.Descriptors = append(sub.Descriptors, d.store.Descriptors[j])
+		}
+	}
+	sub.Results = make([]algorithm.Result, len(sub.Items))
+	if err := s.opts.Decider.Decide(ctx, &sub); err != nil {
+		return
+	}
+	for k, j := range at {
+		d.store.Results[j] = sub.Results[k]
+	}
+	s.flag(d.cfg, &sub, s.opts.Now())
 }
 
 // refunds reports whether b gives anything back (algorithm.GiveBack).

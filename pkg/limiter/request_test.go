@@ -131,3 +131,49 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("a request at every cap: %v; want it decided", err)
 	}
 }
+
+// refunding is d giving its hits back (Envoy's is_negative_hits).
+func (d descriptor) refunding() descriptor {
+	d.refund = true
+	return d
+}
+
+// TestRefundsApplyWhateverRefuses: a refund applies in a request that
+// another limit refuses, by the store or by a limit of 0 (the config,
+// which asks the store nothing else), and clears its key's flag; a
+// refund on a limit of 0 is answered OK; and a service whose decider does
+// not apply refunds refuses them as invalid.
+func TestRefundsApplyWhateverRefuses(t *testing.T) {
+	h := start(t, Options{Refunds: true})
+	client := edge(desc("remote_address", "203.0.113.7"))
+	for range 4 { // 3 a minute: the 4th refused and flagged
+		h.decide(t, client)
+	}
+	refund := desc("remote_address", "203.0.113.7").costing(2).refunding()
+	for _, c := range []struct {
+		name string
+		req  *testRequest
+		want string
+	}{
+		{"beside a limit of 0", edge(refund, desc("banned", "x")), "OVER_LIMIT:OK,OVER_LIMIT"},
+		{"alone, the key flagged before", edge(refund), "OK:OK"},
+	} {
+		a := h.decide(t, c.req)
+		if got := verdict(a); got != c.want {
+			t.Fatalf("%s: %s; want %s", c.name, got, c.want)
+		}
+	}
+	// 3 used, 2 and 2 back (at most what was consumed): 3 left, so 3 more.
+	for i := range 3 {
+		if got := verdict(h.decide(t, client)); got != "OK:OK" {
+			t.Fatalf("request %d after the refunds: %s; want OK", i+1, got)
+		}
+	}
+	if got := verdict(h.decide(t, edge(desc("banned", "y").costing(1).refunding()))); got != "OK:OK" {
+		t.Errorf("a refund on a limit of 0: %s; want OK", got)
+	}
+	plain := start(t, Options{})
+	if _, err := plain.svc.Decide(context.Background(), edge(refund), DecideOptions{Content: true}); !isInvalid(err) || !strings.Contains(err.Error(), "is_negative_hits") {
+		t.Errorf("a refund where refunds are not applied: %v; want invalid, naming is_negative_hits", err)
+	}
+}

@@ -256,6 +256,9 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	switch {
 	case d.blocked:
 		d.source = SourceConfig
+		if refunds(&d.store) {
+			s.refundAlone(ctx, d)
+		}
 	case len(d.store.Items) > 0:
 		now := s.opts.Now()
 		// A request with a refund goes to the store whatever is flagged:
