@@ -9,7 +9,8 @@
 // It models the part of Envoy that sluice's bootstraps use, and fails with
 // an error naming anything else rather than guessing: route matching by
 // prefix, path, safe_regex and headers; the actions remote_address,
-// request_headers, generic_key and header_value_match; hits_addend.number;
+// request_headers, generic_key and header_value_match; hits_addend.number
+// and its is_negative_hits (a refund, Envoy 1.38);
 // per-route, virtual host and filter-level lists; the trusted client
 // address from X-Forwarded-For.
 //

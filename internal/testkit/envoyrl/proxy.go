@@ -220,6 +220,7 @@ func (p *Proxy) descriptor(rl *routev3.RateLimit, costs bool, req Request) (*rat
 		if n := h.GetNumber(); n != nil {
 			d.HitsAddend = wrapperspb.UInt64(n.GetValue())
 		}
+		d.IsNegativeHits = h.GetIsNegativeHits() // Envoy 1.38: a refund
 	}
 	return d, nil
 }

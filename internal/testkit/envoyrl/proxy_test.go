@@ -116,3 +116,32 @@ func TestClientAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeHits: a route's hits_addend with is_negative_hits (Envoy
+// 1.38) makes its descriptor a refund of that many hits.
+func TestNegativeHits(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "envoy", "front-proxy-direct.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refunding := strings.Replace(string(data), "number: 5\n", "number: 5\n                                    is_negative_hits: true\n", 1)
+	if refunding == string(data) {
+		t.Fatal("the bootstrap's search route has no hits_addend of 5 to turn into a refund")
+	}
+	b, err := ParseBootstrap([]byte(refunding))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProxy(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := p.RateLimitRequest(Request{Path: "/search?q=x", Peer: "10.0.0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := got.GetDescriptors()
+	if len(d) != 2 || d[0].GetIsNegativeHits() || !d[1].GetIsNegativeHits() || d[1].GetHitsAddend().GetValue() != 5 {
+		t.Errorf("the search route with is_negative_hits sends %s, negative %v %v; want the search descriptor a refund of 5", describe(got), d[0].GetIsNegativeHits(), d[len(d)-1].GetIsNegativeHits())
+	}
+}
