@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/pkg/config"
 )
@@ -82,9 +83,29 @@ func check(resources []*anypb.Any, sizes config.SizeBounds) ([]resourceConfig, e
 		if err := w.config(rc); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		out = append(out, resourceConfig{file: file, rc: rc, data: a.GetValue()})
+		data := a.GetValue()
+		if hasMetadata(rc.GetDescriptors()) {
+			// A Struct's map is serialized in any order: the version is
+			// the content's, not the order the sender chose this time.
+			var err error
+			if data, err = (proto.MarshalOptions{Deterministic: true}).Marshal(rc); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+		}
+		out = append(out, resourceConfig{file: file, rc: rc, data: data})
 	}
 	return out, nil
+}
+
+// hasMetadata reports whether any descriptor of ds, or nested in them,
+// carries metadata.
+func hasMetadata(ds []*rlsconf.RateLimitDescriptor) bool {
+	for _, d := range ds {
+		if d.GetMetadata() != nil || hasMetadata(d.GetDescriptors()) {
+			return true
+		}
+	}
+	return false
 }
 
 // fileName is a resource's name as the name of the file it stands for, in
@@ -198,7 +219,7 @@ func (w *walk) descriptor(d *rlsconf.RateLimitDescriptor, depth int) error {
 		}
 	}
 	flags := 0
-	for _, set := range []bool{d.GetShadowMode(), d.GetDetailedMetric()} {
+	for _, set := range []bool{d.GetShadowMode(), d.GetDetailedMetric(), d.GetQuotaMode()} {
 		if set {
 			flags += 2
 		}
@@ -211,7 +232,55 @@ func (w *walk) descriptor(d *rlsconf.RateLimitDescriptor, depth int) error {
 			return err
 		}
 	}
+	if m := d.GetMetadata(); m != nil {
+		if err := w.charge(1); err != nil { // the field's name
+			return err
+		}
+		if err := w.structure(m); err != nil {
+			return err
+		}
+	}
 	return w.descriptors(d.GetDescriptors(), depth+1)
+}
+
+// structure checks a descriptor's metadata as it converts (a mapping, its
+// keys and values): every node counted, every string bounded. Its depth
+// was bounded by the decoder (recursionLimit).
+func (w *walk) structure(m *structpb.Struct) error {
+	if err := w.charge(1); err != nil {
+		return err
+	}
+	for k, v := range m.GetFields() {
+		if err := w.str("metadata key", k); err != nil {
+			return err
+		}
+		if err := w.value(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walk) value(v *structpb.Value) error {
+	switch x := v.GetKind().(type) {
+	case *structpb.Value_StructValue:
+		return w.structure(x.StructValue)
+	case *structpb.Value_ListValue:
+		if err := w.charge(1); err != nil {
+			return err
+		}
+		for _, e := range x.ListValue.GetValues() {
+			if err := w.value(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *structpb.Value_StringValue:
+		if len(x.StringValue) > config.MaxScalarBytes {
+			return fmt.Errorf("a metadata string of %d bytes: the most is %d", len(x.StringValue), config.MaxScalarBytes)
+		}
+	}
+	return w.charge(1)
 }
 
 func (w *walk) policy(p *rlsconf.RateLimitPolicy) error {

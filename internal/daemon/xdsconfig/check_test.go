@@ -9,6 +9,7 @@ import (
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 	"github.com/sluicehq/sluice/pkg/config"
@@ -142,6 +143,10 @@ func TestDocumentMatchesFile(t *testing.T) {
 			{Key: "tier", Value: "free", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_DAY, RequestsPerUnit: 0}},
 			{Key: "tier", Value: "paid", RateLimit: &rlsconf.RateLimitPolicy{Unlimited: true}},
 		}},
+		// The fields of go-control-plane's ratelimit module after v0.1.0.
+		{Key: "plan", Value: "trial", QuotaMode: true, Metadata: mustStruct(t, map[string]any{
+			"team": "growth", "weight": 2.5, "beta": true, "tags": []any{"a", "b"}, "owner": map[string]any{"name": "x"}, "none": nil,
+		}), RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 7}},
 	}}
 	file := `domain: edge
 descriptors:
@@ -156,6 +161,11 @@ descriptors:
     descriptors:
       - {key: tier, value: free, rate_limit: {unit: day, requests_per_unit: 0}}
       - {key: tier, value: paid, rate_limit: {unlimited: true}}
+  - key: plan
+    value: trial
+    quota_mode: true
+    metadata: {team: growth, weight: 2.5, beta: true, tags: [a, b], owner: {name: x}, none: null}
+    rate_limit: {unit: minute, requests_per_unit: 7}
 `
 	src, _ := New(Options{Server: "127.0.0.1:1"})
 	got, err := src.build(anys(t, rc))
@@ -169,8 +179,8 @@ descriptors:
 	describe := func(c *config.Config) []string {
 		var out []string
 		for _, l := range c.Limits() {
-			out = append(out, fmt.Sprintf("%s %s %v shadow=%v detailed=%v replaces=%v", l.Path, l.RateLimit, l.RateLimit.Unlimited || l.RateLimit.Blocks(),
-				l.ShadowMode, l.DetailedMetric, l.Replaces))
+			out = append(out, fmt.Sprintf("%s %s %v shadow=%v detailed=%v replaces=%v quota=%v metadata=%v", l.Path, l.RateLimit, l.RateLimit.Unlimited || l.RateLimit.Blocks(),
+				l.ShadowMode, l.DetailedMetric, l.Replaces, l.QuotaMode, l.Metadata))
 		}
 		return out
 	}
@@ -189,4 +199,13 @@ descriptors:
 	if again.Version() != got.Version() {
 		t.Errorf("the same resource built twice: versions %s and %s", got.Version(), again.Version())
 	}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -1,10 +1,13 @@
 package xdsconfig
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/pkg/config"
@@ -73,7 +76,7 @@ func (b *builder) descriptors(ds []*rlsconf.RateLimitDescriptor) []*yaml.Node {
 	}
 	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: make([]*yaml.Node, 0, len(ds))}
 	for _, d := range ds {
-		var value, shadow, detailed *yaml.Node
+		var value, shadow, detailed, quota, metadata *yaml.Node
 		if d.GetValue() != "" {
 			value = b.str(d.GetValue())
 		}
@@ -82,6 +85,12 @@ func (b *builder) descriptors(ds []*rlsconf.RateLimitDescriptor) []*yaml.Node {
 		}
 		if d.GetDetailedMetric() {
 			detailed = b.boolean()
+		}
+		if d.GetQuotaMode() {
+			quota = b.boolean()
+		}
+		if m := d.GetMetadata(); m != nil {
+			metadata = b.structure(m)
 		}
 		var limit *yaml.Node
 		if p := d.GetRateLimit(); p != nil {
@@ -92,7 +101,9 @@ func (b *builder) descriptors(ds []*rlsconf.RateLimitDescriptor) []*yaml.Node {
 			b.field("value", value),
 			b.field("shadow_mode", shadow),
 			b.field("detailed_metric", detailed),
+			b.field("quota_mode", quota),
 			b.field("rate_limit", limit),
+			b.field("metadata", metadata),
 			b.descriptors(d.GetDescriptors()),
 		))
 	}
@@ -123,4 +134,35 @@ func (b *builder) policy(p *rlsconf.RateLimitPolicy) *yaml.Node {
 		b.field("name", name),
 		b.field("replaces", replaces),
 	)
+}
+
+// structure is a descriptor's metadata as the YAML mapping a file would
+// hold, its keys in order so that one push always converts alike.
+func (b *builder) structure(m *structpb.Struct) *yaml.Node {
+	keys := slices.Sorted(maps.Keys(m.GetFields()))
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: make([]*yaml.Node, 0, 2*len(keys))}
+	for _, k := range keys {
+		n.Content = append(n.Content, b.str(k), b.value(m.GetFields()[k]))
+	}
+	return n
+}
+
+func (b *builder) value(v *structpb.Value) *yaml.Node {
+	switch x := v.GetKind().(type) {
+	case *structpb.Value_StructValue:
+		return b.structure(x.StructValue)
+	case *structpb.Value_ListValue:
+		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: make([]*yaml.Node, 0, len(x.ListValue.GetValues()))}
+		for _, e := range x.ListValue.GetValues() {
+			seq.Content = append(seq.Content, b.value(e))
+		}
+		return seq
+	case *structpb.Value_StringValue:
+		return b.str(x.StringValue)
+	case *structpb.Value_BoolValue:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(x.BoolValue)}
+	case *structpb.Value_NumberValue:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(x.NumberValue, 'g', -1, 64)}
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
 }
