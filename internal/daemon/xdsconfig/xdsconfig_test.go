@@ -9,6 +9,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/xdstest"
@@ -94,6 +95,19 @@ func TestXDSSource(t *testing.T) {
 	cp.Listen(cp.Addr)
 	cp.Push("4", xdstest.LimitConfig("gateway-limits", 50))
 	within("the stream resumed after the restart", func() bool { return limitOf("e") == 50 })
+
+	// The fields after go-control-plane's ratelimit v0.1.0 come through.
+	newer := xdstest.LimitConfig("gateway-limits", 60)
+	meta, err := structpb.NewStruct(map[string]any{"team": "growth"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer.Descriptors[0].QuotaMode, newer.Descriptors[0].Metadata = true, meta
+	cp.Push("5", newer)
+	within("quota_mode and metadata served", func() bool {
+		ls := srv.Config().Current().Limits()
+		return len(ls) == 1 && ls[0].QuotaMode && ls[0].Metadata["team"] == "growth"
+	})
 }
 
 func containsAll(s string, parts ...string) bool {
