@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -21,8 +22,8 @@ import (
 // step; a refund is never refused, gives back no more than was consumed,
 // and applies even in a request whose charge is refused; and the
 // reservation pattern (reserve 4,000 LLM tokens, use 1,200, refund 2,800)
-// leaves exactly what was used charged. A sidecar refuses refunds it does
-// not pass on yet.
+// leaves exactly what was used charged. Through sync and async sidecars
+// the refunds reach the server.
 func TestRefunds(t *testing.T) {
 	algorithms := []string{"token_bucket", "gcra", "fixed_window", "sliding_window", "sliding_log"}
 	var cfg strings.Builder
@@ -97,13 +98,52 @@ func TestRefunds(t *testing.T) {
 			}
 		})
 	}
-	// A sidecar does not pass refunds on yet: it refuses them, clearly.
-	server := startServer(t, "upstream", "-config", path)
-	sidecar := startSidecar(t, "sidecar", "-config", path, "-upstream", server.GRPC, "-mode", "async")
-	_, err := sidecar.client(t).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "refunds", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "gcra", Value: "x"}}, HitsAddend: wrapperspb.UInt64(1), IsNegativeHits: true,
-	}}})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "is_negative_hits") {
-		t.Errorf("a refund at a sidecar: %v; want InvalidArgument naming is_negative_hits", err)
+	// Through a sidecar, sync and async: the local bucket gets the units
+	// back, and the refund reaches the server with the next flush.
+	for _, mode := range []string{"sync", "async"} {
+		t.Run("sidecar "+mode, func(t *testing.T) {
+			server := startServer(t, "upstream", "-config", path)
+			sidecar := startSidecar(t, "sidecar", "-config", path, "-upstream", server.GRPC, "-mode", mode)
+			front, direct := sidecar.client(t), server.client(t)
+			ctx := context.Background()
+			req := func(hits uint64, refund bool) *rlsv3.RateLimitRequest {
+				return &rlsv3.RateLimitRequest{Domain: "refunds", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+					Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "gcra", Value: "through-" + mode}},
+					HitsAddend: wrapperspb.UInt64(hits), IsNegativeHits: refund,
+				}}}
+			}
+			left := func() uint32 {
+				resp, err := direct.ShouldRateLimit(ctx, req(0, false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.GetStatuses()[0].GetLimitRemaining()
+			}
+			for _, step := range []struct {
+				what   string
+				hits   uint64
+				refund bool
+				global uint32
+			}{
+				{"10 charged", 10, false, 0},
+				{"4 refunded", 4, true, 4},
+				{"3 charged again", 3, false, 1},
+			} {
+				resp, err := front.ShouldRateLimit(ctx, req(step.hits, step.refund))
+				if err != nil {
+					t.Fatalf("%s: %v", step.what, err)
+				}
+				if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+					t.Fatalf("%s at the sidecar: %v (%v); want OK", step.what, resp.GetOverallCode(), resp.GetStatuses())
+				}
+				waitFor(t, 10*time.Second, step.what+" reaching the server", func() bool { return left() == step.global })
+			}
+			// A request mixing a refund and a charge is refused, clearly.
+			mixed := req(1, true)
+			mixed.Descriptors = append(mixed.Descriptors, req(1, false).Descriptors[0])
+			if _, err := front.ShouldRateLimit(ctx, mixed); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "is_negative_hits") {
+				t.Errorf("a refund mixed with a charge at a sidecar: %v; want InvalidArgument naming is_negative_hits", err)
+			}
+		})
 	}
 }

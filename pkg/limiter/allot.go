@@ -38,8 +38,8 @@ func (s *Service) allot(d *decision, demand *Demand) {
 		st := &a.Statuses[i]
 		st.Allowance = -1
 		j := d.itemOf[i]
-		if j < 0 || s.opts.Shares == nil || len(demand.Rates) != len(a.Statuses) || d.batch.Items[j].Shadow {
-			continue
+		if j < 0 || s.opts.Shares == nil || len(demand.Rates) != len(a.Statuses) || d.batch.Items[j].Shadow || d.batch.Items[j].Mode == algorithm.GiveBack {
+			continue // a refund carries no demand
 		}
 		it := &d.batch.Items[j]
 		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}

@@ -121,9 +121,8 @@ type Options struct {
 	// (algorithm.Count).
 	ReferenceCounting bool
 	// Refunds says the Decider applies refunds (Request.Refund,
-	// algorithm.GiveBack): the stores do. Without it a request carrying
-	// one is refused as invalid: the sidecar's tier and cached mode do not
-	// pass them on yet.
+	// algorithm.GiveBack): the stores do, and pkg/localtier passes them on.
+	// Without it a request carrying one is refused as invalid.
 	Refunds bool
 	// TopKeys, if set, counts each refusal by limit and key (pkg/topkeys),
 	// for operators to see who is being limited.
@@ -223,7 +222,7 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	if !s.opts.Refunds {
 		for i := range req.Len() {
 			if req.Refund(i) {
-				return &decision{}, Invalidf("descriptor %d: is_negative_hits: refunds are applied by a server deciding on its store, not by a sidecar or cached mode yet", i)
+				return &decision{}, Invalidf("descriptor %d: is_negative_hits: this service's decider applies no refunds", i)
 			}
 		}
 	}

@@ -7,12 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
@@ -45,14 +43,14 @@ func (t *Tier) record(b *limiter.Batch, now time.Time, admitted bool) {
 		if admitted {
 			n = uint64(it.Cost)
 		}
-		t.pend(it.Key, n, uint64(it.Cost), at, at, func() hits { return describe(b, i) })
+		t.pend(it.Key, n, uint64(it.Cost), 0, at, at, func() hits { return describe(b, i) })
 	}
 }
 
-// pend adds n hits, of asked units, to key's pending ones; describe
-// builds a new key's.
-func (t *Tier) pend(key string, n, asked uint64, first, last int64, describe func() hits) {
-	keys, ok := t.pending.add(key, n, asked, first, last, describe)
+// pend adds n hits, of asked units, and refund units given back to key's
+// pending ones; describe builds a new key's.
+func (t *Tier) pend(key string, n, asked, refund uint64, first, last int64, describe func() hits) {
+	keys, ok := t.pending.add(key, n, asked, refund, first, last, describe)
 	if !ok {
 		t.m.dropped.Add(float64(n))
 		return
@@ -227,15 +225,26 @@ func (t *Tier) cycleOf(start time.Time) time.Duration {
 // interval (cycleOf), and flags the keys it says are used up until it
 // says they admit again.
 func (t *Tier) send(c []entry, iv time.Duration) error {
-	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(c))
-	paths := make([]string, 0, len(c))
-	keys := make([]string, 0, len(c))
-	spent := make([]float64, 0, len(c))
-	gaps := make([]int64, 0, len(c)) // ns between this report of each key and the last
-	rates := make([]byte, 0, 8*len(c))
-	ages := make([]byte, 0, 8*len(c))
-	held := make([]byte, 0, 4*len(c))
-	denied := make([]byte, 0, 4*len(c))
+	if err := t.sendHits(c, iv); err != nil {
+		return err
+	}
+	t.sendRefunds(c)
+	return nil
+}
+
+// sendHits is send's call of the hits and demand.
+func (t *Tier) sendHits(c []entry, iv time.Duration) error {
+	var refunded map[string]bool // keys whose refunds follow: their answers flag nothing
+	for i := range c {
+		if c[i].refund > 0 {
+			if refunded == nil {
+				refunded = make(map[string]bool)
+			}
+			refunded[c[i].key] = true
+		}
+	}
+	ld := newRecordLists(len(c))
+	refunds := t.refunds.Load()
 	now := t.opts.Now()
 	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {
@@ -249,31 +258,16 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 		}
 		// Sent with hits to record, or demand to report.
 		if n > 0 || e.asked > 0 {
-			if len(descs) > 0 {
-				rates, ages, held, denied = append(rates, ','), append(ages, ','), append(held, ','), append(denied, ',')
-			}
-			held = strconv.AppendFloat(held, e.held, 'g', 6, 64)
-			// What backs the demand with the hits (share.Report.Asked).
-			denied = strconv.AppendUint(denied, min(e.asked-min(e.asked, e.n), limiter.MaxCost), 10)
-			// The newest hit's age: placed in its window by the store
-			// (algorithm.Record); the older ones of the batch with it.
-			ages = strconv.AppendInt(ages, max(0, at-e.last)/1000, 10)
 			gap := t.allow.since(e.key, at, interval)
 			rate := float64(e.asked) / (float64(gap) / 1e9)
-			gaps = append(gaps, gap)
-			rates = strconv.AppendFloat(rates, min(rate, share.MaxRate), 'g', 6, 64)
-			d := &ratelimitv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(n)}
-			if e.overridden {
-				d.Limit = rls.OverrideProto(e.override)
-			}
-			d.Entries = make([]*ratelimitv3.RateLimitDescriptor_Entry, len(e.entries))
-			for j, en := range e.entries {
-				d.Entries[j] = &ratelimitv3.RateLimitDescriptor_Entry{Key: en.Key, Value: en.Value}
-			}
-			descs, paths, keys = append(descs, d), append(paths, e.path), append(keys, e.key)
-			spent = append(spent, e.spent)
+			// The newest hit's age: placed in its window by the store
+			// (algorithm.Record); the older ones of the batch with it.
+			ld.add(descriptorOf(&e, n, false), e.path, e.key, e.spent, gap, min(rate, share.MaxRate), max(0, at-e.last)/1000, e.held,
+				e.asked-min(e.asked, e.n)) // what backs the demand with the hits (share.Report.Asked)
 		}
 	}
+	descs, paths, keys, spent, gaps := ld.descs, ld.paths, ld.keys, ld.spent, ld.gaps
+	rates, ages, held, denied := ld.rates, ld.ages, ld.held, ld.denied
 	if len(descs) == 0 {
 		return nil
 	}
@@ -307,8 +301,8 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 		if units >= 0 {
 			t.m.allowances.Inc()
 		}
-		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
-			continue
+		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || t.refunds.Load() != refunds || refunded[keys[i]] {
+			continue // (a refund since the call, or after it, may make it stale)
 		}
 		wait := retryAfter(retries, i, st.GetDurationUntilReset().AsDuration().Microseconds())
 		t.opts.Cache.Add(keys[i], now.Add(time.Duration(wait)*time.Microsecond))
@@ -377,6 +371,6 @@ const probeDomain = "sluice-probe"
 // requeue puts a failed call's hits back, within MaxPending.
 func (t *Tier) requeue(c []entry) {
 	for _, e := range c {
-		t.pend(e.key, e.n, e.asked, e.first, e.last, func() hits { return e.hits })
+		t.pend(e.key, e.n, e.asked, e.refund, e.first, e.last, func() hits { return e.hits })
 	}
 }

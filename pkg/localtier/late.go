@@ -109,7 +109,7 @@ func (t *Tier) await(c *syncCall, admitted []lateHit) bool {
 			return
 		}
 		for _, h := range admitted {
-			t.pend(h.key, h.n, 0, h.at, h.at, func() hits { return h.hits })
+			t.pend(h.key, h.n, 0, 0, h.at, h.at, func() hits { return h.hits })
 		}
 	}()
 	return true

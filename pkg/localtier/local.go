@@ -111,3 +111,19 @@ func microsFromDuration(d time.Duration) int64 {
 	}
 	return us
 }
+
+// fallback decides b locally at the fallback share, without the upstream.
+func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
+	b.Degraded, b.Source = true, limiter.SourceFallback
+	_, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now)
+	t.record(b, now, ok) // sent when the upstream returns, within MaxPending
+}
+
+func admitted(b *limiter.Batch) bool {
+	for i, r := range b.Results {
+		if !r.Allowed && !b.Items[i].Shadow {
+			return false
+		}
+	}
+	return true
+}

@@ -161,6 +161,11 @@ type Tier struct {
 	// it accepts them (Refused); refusedLog samples the error logged.
 	refused    atomic.Pointer[string]
 	refusedLog rate.Sometimes
+	// refunds counts the refunds applied (giveBack): a flush answer to a
+	// call sent before one flags no key, since a refund may have made
+	// its "over limit" stale.
+	refunds   atomic.Int64
+	refundLog rate.Sometimes // samples the log of refunds an upstream refused
 
 	kick chan struct{}
 	stop chan struct{}
@@ -218,6 +223,7 @@ func New(opts Options) (*Tier, error) {
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
+		refundLog:  rate.Sometimes{Interval: 10 * time.Second},
 		late:       make(chan struct{}, maxLate),
 	}
 	// As if answered at the start: the first calls wait for a connection.
@@ -278,6 +284,14 @@ func (t *Tier) Close() error {
 // Decide implements limiter.Decider.
 func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	now := t.opts.Now()
+	switch refundsIn(b) {
+	case len(b.Items):
+		t.giveBack(b, now)
+		return nil
+	case 0:
+	default:
+		return limiter.Invalidf("a sidecar passes refunds (is_negative_hits) on in requests of refunds alone, as Envoy sends them when a stream ends: send charges apart")
+	}
 	if t.opts.Mode == Async {
 		// The flusher alone talks to the upstream and learns its health.
 		if !t.Healthy() {
@@ -375,20 +389,4 @@ func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	// whose answer gives allowances on tight keys for slow moments.
 	t.record(b, now, false)
 	return nil
-}
-
-// fallback decides b locally at the fallback share, without the upstream.
-func (t *Tier) fallback(b *limiter.Batch, now time.Time) {
-	b.Degraded, b.Source = true, limiter.SourceFallback
-	_, ok := t.takeLocal(b, t.opts.Fraction*t.opts.FallbackShare, now)
-	t.record(b, now, ok) // sent when the upstream returns, within MaxPending
-}
-
-func admitted(b *limiter.Batch) bool {
-	for i, r := range b.Results {
-		if !r.Allowed && !b.Items[i].Shadow {
-			return false
-		}
-	}
-	return true
 }

@@ -80,7 +80,7 @@ func upstream(t *testing.T) *countingUpstream {
 // gRPC, as cmd/server does (with gRPC's default 4 MB message limit).
 func serveUpstream(t *testing.T, cfg *config.Config, m *global.Memory) *countingUpstream {
 	t.Helper()
-	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}})
+	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Refunds: true})
 }
 
 // serveService serves an rls.Service on the core opts describe.
@@ -121,7 +121,7 @@ func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	svc, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Now: opts.Now})
+	svc, err := newService(limiter.Options{Config: func() *config.Config { return cfg }, Decider: tier, Cache: flags, Now: opts.Now, Refunds: true})
 	if err != nil {
 		t.Fatal(err)
 	}

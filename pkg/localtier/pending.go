@@ -49,6 +49,9 @@ type hits struct {
 	// asked is the units requests asked for, admitted or not: the demand
 	// reported with the hits (pkg/share).
 	asked uint64
+	// refund is the units Envoy gave back (is_negative_hits), sent with
+	// the hits as a descriptor of their own that refunds them.
+	refund uint64
 	// first and last are when the first and the last of the n were
 	// admitted, and memory how long the key's limit remembers a hit (ns;
 	// see memory): what stale hits are worth when they are sent late.
@@ -80,15 +83,16 @@ func newPending(max int, maxBytes int64) *pending {
 }
 
 // add adds n hits admitted between first and last, of asked units asked
-// for, to key's pending hits and returns the keys now pending, or reports false if the key was new
-// and found no room. A new key's hits are built by describe, only then.
-func (p *pending) add(key string, n, asked uint64, first, last int64, describe func() hits) (int64, bool) {
+// for, and refund units given back, to key's pending hits and returns the
+// keys now pending, or reports false if the key was new and found no room.
+// A new key's hits are built by describe, only then.
+func (p *pending) add(key string, n, asked, refund uint64, first, last int64, describe func() hits) (int64, bool) {
 	s := &p.shards[maphash.String(p.seed, key)%pendingShards]
 	s.mu.Lock()
 	cur, ok := s.hits[key]
 	if !ok {
 		cur = describe()
-		cur.n, cur.asked, cur.first, cur.last = 0, 0, first, last
+		cur.n, cur.asked, cur.refund, cur.first, cur.last = 0, 0, 0, first, last
 		cur.size = pendingSize(key, &cur)
 		// Room in the totals, taken or given back.
 		if p.keys.Add(1) > p.max || p.bytes.Add(cur.size) > p.maxBytes {
@@ -100,6 +104,7 @@ func (p *pending) add(key string, n, asked uint64, first, last int64, describe f
 	}
 	cur.n += n
 	cur.asked += asked
+	cur.refund = min(cur.refund+refund, limiter.MaxCost) // what one descriptor may carry
 	if n > 0 {
 		cur.first, cur.last = min(cur.first, first), max(cur.last, last)
 	}

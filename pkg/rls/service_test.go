@@ -167,7 +167,7 @@ func TestBadRequests(t *testing.T) {
 		req  *rlsv3.RateLimitRequest
 		msg  string
 	}{
-		{"negative hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "y"), negative}}, "descriptor 1: is_negative_hits: refunds are applied by a server deciding on its store"},
+		{"negative hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "y"), negative}}, "descriptor 1: is_negative_hits: this service's decider applies no refunds"},
 		{"nil descriptor", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{nil}}, "descriptor 0: no entries"},
 		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "x")}}, "domain is empty"},
 		{"override unit unknown", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

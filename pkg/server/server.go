@@ -164,7 +164,7 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 		Config: p.Config.Current, Decider: decider, Cache: p.Cache, KeyPrefix: o.KeyPrefix,
 		LegacyHeaders: o.LegacyHeaders, Logger: o.Logger, Metrics: p.Metrics, Shares: shares,
 		ShadowAll: o.ShadowAll, QuotaAll: o.QuotaAll, ReferenceCounting: o.ReferenceCounting, TopKeys: s.top,
-		Refunds: front == nil, // a server on its store; a tier in front passes none on yet
+		Refunds: true, // the stores apply them; a tier in front passes them on (pkg/localtier)
 	})
 	if err != nil {
 		return nil, err

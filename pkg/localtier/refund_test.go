@@ -1,0 +1,53 @@
+package localtier
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestRefundThroughTheSidecar: in either mode a refund gives the local
+// bucket its units back at once and reaches the upstream with the next
+// flush; a request mixing a refund and a charge is refused.
+func TestRefundThroughTheSidecar(t *testing.T) {
+	for _, mode := range []Mode{Sync, Async} {
+		t.Run(mode.String(), func(t *testing.T) {
+			up := upstream(t)
+			svc, tier := sidecar(t, up, Options{Mode: mode})
+			ctx := context.Background()
+			charge := func(hits uint64, refund bool) string {
+				t.Helper()
+				r := req("route", "r")
+				r.Descriptors[0].HitsAddend, r.Descriptors[0].IsNegativeHits = wrapperspb.UInt64(hits), refund
+				resp, err := svc.ShouldRateLimit(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.GetOverallCode().String()
+			}
+			if got := charge(3, false); got != "OK" {
+				t.Fatalf("3 charged: %s", got)
+			}
+			if got := charge(2, true); got != "OK" {
+				t.Fatalf("2 refunded: %s", got)
+			}
+			// The flusher or this flush sends it, within a few intervals.
+			deadline := time.Now().Add(5 * time.Second)
+			for tier.flush(nil); remaining(t, up, "route", "r") != 2; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the refund did not reach the upstream: %d left; want 2", remaining(t, up, "route", "r"))
+				}
+			}
+			if got := charge(2, false); got != "OK" {
+				t.Errorf("2 charged after the refund: %s; want OK (the local bucket got them back)", got)
+			}
+			mixed := req("route", "r", "route", "r")
+			mixed.Descriptors[0].IsNegativeHits = true
+			if _, err := svc.ShouldRateLimit(ctx, mixed); err == nil {
+				t.Error("a refund beside a charge at a sidecar: answered; want refused")
+			}
+		})
+	}
+}
