@@ -5,6 +5,11 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -49,5 +54,34 @@ func TestRefundThroughTheSidecar(t *testing.T) {
 				t.Error("a refund beside a charge at a sidecar: answered; want refused")
 			}
 		})
+	}
+}
+
+// TestRefundToAnOlderServer: a server that applies no refunds refuses
+// their call alone: the refunds are dropped and counted, the hits of the
+// same flush are recorded.
+func TestRefundToAnOlderServer(t *testing.T) {
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustConfig(t)
+	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}})
+	svc, tier := sidecar(t, up, Options{Mode: Async})
+	ctx := context.Background()
+	charge := req("route", "r")
+	charge.Descriptors[0].HitsAddend = wrapperspb.UInt64(2)
+	refund := req("route", "r")
+	refund.Descriptors[0].HitsAddend, refund.Descriptors[0].IsNegativeHits = wrapperspb.UInt64(1), true
+	for _, r := range []*rlsv3.RateLimitRequest{charge, refund} {
+		if _, err := svc.ShouldRateLimit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tier.flush(nil); testutil.ToFloat64(tier.m.dropped) != 1 || remaining(t, up, "route", "r") != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped %v, %d left upstream; want the refund of 1 dropped and the 2 hits recorded (1 left of 3)", testutil.ToFloat64(tier.m.dropped), remaining(t, up, "route", "r"))
+		}
 	}
 }
