@@ -15,19 +15,7 @@ import (
 // costs nothing and charges at stream end from dynamic metadata, and its
 // descriptor selects a limit that counts refused charges.
 func TestTokenBudgetRoute(t *testing.T) {
-	data, err := os.ReadFile("token-budget-route.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &routev3.RouteConfiguration{}
-	if err := envoyrl.ParseYAML(data, rc); err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range deepCheck(rc) {
-		t.Error(err)
-	}
-	route := rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute()
-	limits := route.GetRateLimits()
+	limits := routeRateLimits(t, "token-budget-route.yaml")
 	if len(limits) != 2 {
 		t.Fatalf("%d rate_limits; want the check and the charge", len(limits))
 	}
@@ -38,15 +26,44 @@ func TestTokenBudgetRoute(t *testing.T) {
 	if !charge.GetApplyOnStreamDone() || charge.GetHitsAddend().GetFormat() == "" {
 		t.Errorf("the stream-end entry does not charge from metadata: %v", charge)
 	}
+	for i, l := range aiLimits(t, limits) {
+		if l == nil || !l.RateLimit.CountRefused {
+			t.Errorf("rate_limits[%d] selects %v in domain ai; want a limit with count_refused", i, l)
+		}
+	}
+}
+
+// aiLimits is the limit of envoy/ratelimit-config's domain ai that each
+// of limits' descriptors (one request_headers action) selects.
+func aiLimits(t *testing.T, limits []*routev3.RateLimit) []*config.Limit {
+	t.Helper()
 	cfg, err := config.Load(configDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rl := range limits {
+	out := make([]*config.Limit, len(limits))
+	for i, rl := range limits {
 		key := rl.GetActions()[0].GetRequestHeaders().GetDescriptorKey()
-		l := cfg.Match("ai", []config.Entry{{Key: key, Value: "tenant-a"}})
-		if l == nil || !l.RateLimit.CountRefused {
-			t.Errorf("descriptor %q selects %v in domain ai; want a limit with count_refused", key, l)
-		}
+		out[i] = cfg.Match("ai", []config.Entry{{Key: key, Value: "tenant-a"}})
 	}
+	return out
+}
+
+// routeRateLimits reads the RouteConfiguration file, holds it to Envoy's
+// protos all the way down (nothing deprecated), and returns its first
+// route's rate_limits.
+func routeRateLimits(t *testing.T, file string) []*routev3.RateLimit {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &routev3.RouteConfiguration{}
+	if err := envoyrl.ParseYAML(data, rc); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range deepCheck(rc) {
+		t.Error(err)
+	}
+	return rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRateLimits()
 }
