@@ -52,7 +52,7 @@ func (t *Tier) record(b *limiter.Batch, now time.Time, admitted bool) {
 func (t *Tier) pend(key string, n, asked, refund uint64, first, last int64, describe func() hits) {
 	keys, ok := t.pending.add(key, n, asked, refund, first, last, describe)
 	if !ok {
-		t.m.dropped.Add(float64(n))
+		t.m.dropped.Add(float64(n + refund))
 		return
 	}
 	if keys >= int64(t.opts.BatchSize) {
