@@ -136,8 +136,23 @@ func (r *Redis) watch() {
 // stall fails the calls of the pipelines still overdue, and those queued,
 // with ErrStalled, unless a reply came in since the watchdog judged.
 func (r *Redis) stall() {
-	now := time.Now().UnixNano()
 	after := r.overdueAfter()
+	// One more overdue span, a millisecond at a time, for a reply to land:
+	// in a process starved of CPU a reply that has arrived waits for the
+	// writer reading it to be scheduled, behind every goroutine that can
+	// run, while the watchdog's timer comes first; on its second tick it
+	// can find a healthy Redis overdue (29 of 800 calls failed so in
+	// TestSlowProcessIsNotStalled under the race detector and two busy
+	// loops, one run in four). A Redis that stopped answering is failed
+	// that much later.
+	deadline := time.Now().Add(time.Duration(after))
+	for time.Now().Before(deadline) {
+		if time.Now().UnixNano()-r.lastReply.Load() <= after {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	now := time.Now().UnixNano()
 	if now-r.lastReply.Load() <= after {
 		return
 	}
