@@ -36,8 +36,8 @@ type RedisOptions struct {
 	// Timeout is how long Redis may leave a reply overdue: when a pipeline
 	// has waited longer, and Redis has answered nothing else meanwhile, and
 	// this process was keeping time (its watchdog ran on schedule), Redis
-	// is taken to have stopped answering and the calls in flight and queued
-	// fail with ErrStalled. Time spent waiting for a writer, or for this
+	// is taken to have stopped answering and, if no reply lands within one
+	// more such span, the calls in flight and queued fail with ErrStalled. Time spent waiting for a writer, or for this
 	// process to get to a reply that has arrived, does not count: a
 	// saturated process is slow, not a dead store. Where Redis has lately
 	// been slower (a saturated machine, where it waits its turn for a
