@@ -145,14 +145,10 @@ func (r *Redis) stall() {
 	// TestSlowProcessIsNotStalled under the race detector and two busy
 	// loops, one run in four). A Redis that stopped answering is failed
 	// that much later.
-	deadline := time.Now().Add(time.Duration(after))
-	for time.Now().Before(deadline) {
-		if time.Now().UnixNano()-r.lastReply.Load() <= after {
-			return
-		}
+	now := time.Now().UnixNano()
+	for deadline := now + after; now-r.lastReply.Load() > after && now <= deadline; now = time.Now().UnixNano() {
 		time.Sleep(time.Millisecond)
 	}
-	now := time.Now().UnixNano()
 	if now-r.lastReply.Load() <= after {
 		return
 	}

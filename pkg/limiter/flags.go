@@ -55,14 +55,16 @@ func (s *Service) refundAlone(ctx context.Context, d *decision) {
 	s.flag(d.cfg, &sub, s.opts.Now())
 }
 
-// refunds reports whether b gives anything back (algorithm.GiveBack).
-func refunds(b *Batch) bool {
+// Refunds is how many of b's items give back (algorithm.GiveBack:
+// Envoy's is_negative_hits).
+func (b *Batch) Refunds() int {
+	n := 0
 	for i := range b.Items {
 		if b.Items[i].Mode == algorithm.GiveBack {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // fromCache answers the request from the flag cache when one of its

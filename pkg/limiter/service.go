@@ -255,14 +255,14 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 	switch {
 	case d.blocked:
 		d.source = SourceConfig
-		if refunds(&d.store) {
+		if d.store.Refunds() > 0 {
 			s.refundAlone(ctx, d)
 		}
 	case len(d.store.Items) > 0:
 		now := s.opts.Now()
 		// A request with a refund goes to the store whatever is flagged:
 		// the refund applies even when its charges are refused.
-		if !o.Record && !refunds(&d.store) && s.fromCache(d, now) {
+		if !o.Record && d.store.Refunds() == 0 && s.fromCache(d, now) {
 			d.source = SourceFlagCache
 			if a, ok := s.opts.Decider.(Asker); ok {
 				a.Asked(&d.store)

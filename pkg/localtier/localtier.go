@@ -284,7 +284,7 @@ func (t *Tier) Close() error {
 // Decide implements limiter.Decider.
 func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	now := t.opts.Now()
-	switch refundsIn(b) {
+	switch b.Refunds() {
 	case len(b.Items):
 		t.giveBack(b, now)
 		return nil

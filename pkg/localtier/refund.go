@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/rls"
 )
@@ -18,17 +17,6 @@ import (
 // Refunds (Envoy's is_negative_hits) through the tier: a request of
 // refunds alone gives the local buckets their units back at once, and the
 // refunds go upstream with the next flush, after the hits.
-
-// refundsIn is how many of b's items give back (Envoy's is_negative_hits).
-func refundsIn(b *limiter.Batch) int {
-	n := 0
-	for i := range b.Items {
-		if b.Items[i].Mode == algorithm.GiveBack {
-			n++
-		}
-	}
-	return n
-}
 
 // giveBack applies a request of refunds: the local buckets get the units
 // back (within their capacity) and the refunds go upstream with the next
