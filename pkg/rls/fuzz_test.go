@@ -66,6 +66,7 @@ func addSeeds(f *testing.F) {
 		{"edge", "gcra", long + "\xc3", "", "", 1, 1 << 32, true, 0, 0, 0, true, 4},
 		{"edge", "window", "w", "", "", 1, 0, false, 5, 6, 293, false, 1},
 		{"edge", "agent", "z", "", "", 0, 0, false, 7, 6, 100, true, 2},
+		{"edge", "gcra", "r\xff", "log", "l", 0, 1 << 32, true, 0, 0, 0, false, 130},
 	} {
 		f.Add(in.domain, in.k1, in.v1, in.k2, in.v2, in.hits, in.dhits, in.setHits, in.rpu, in.unit, in.mult, in.record, in.n)
 	}
@@ -86,6 +87,9 @@ func (in fuzzInput) request(t *testing.T) *rlsv3.RateLimitRequest {
 		if in.setHits && i%2 == 0 {
 			dsc.HitsAddend = wrapperspb.UInt64(in.dhits)
 		}
+		// Refunds (is_negative_hits) when n's top bit is set: the saved
+		// corpus's inputs keep their meaning.
+		dsc.IsNegativeHits = in.n >= 128 && i%3 == 0
 		if in.unit != 0 && i%4 == 1 {
 			dsc.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: in.rpu, Unit: typev3.RateLimitUnit(in.unit)}
 			if in.mult != 0 {
@@ -134,7 +138,10 @@ func (in fuzzInput) check(t *testing.T, svc *Service) {
 	if !in.record && (resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT) != (len(resp.RawBody) > 0) {
 		t.Fatalf("overall %v with a body of %d bytes", resp.OverallCode, len(resp.RawBody))
 	}
-	for _, st := range resp.Statuses {
+	for i, st := range resp.Statuses {
+		if req.Descriptors[i].GetIsNegativeHits() && st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("a refund (descriptor %d) answered OVER_LIMIT", i)
+		}
 		// Within 2^53 µs: a limit's own debt stays within two windows, but
 		// overrides may change a key's limit between requests.
 		if d := st.GetDurationUntilReset(); d != nil && (d.AsDuration() < 0 || d.AsDuration() > algorithm.MaxDuration*time.Microsecond) {
@@ -160,7 +167,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 		f.Fatal(err)
 	}
 	flags, _ := cache.New(1000)
-	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, Now: func() time.Time { return time.UnixMicro(store.now.Load()) }, Refunds: true})
 	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {
 		f.Fatal(err)
@@ -200,7 +207,7 @@ func FuzzShouldRateLimitRedis(f *testing.F) {
 		f.Fatal(err)
 	}
 	flags, _ := cache.New(1000)
-	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f)})
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: d, Cache: flags, KeyPrefix: redistest.Prefix(f), Refunds: true})
 	svc := NewService(core, trustAny(f)) // the record path too
 	if err != nil {
 		f.Fatal(err)
