@@ -177,3 +177,26 @@ func Key(prefix string, parts ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return prefix + "{" + hex.EncodeToString(sum[:16]) + "}"
 }
+
+// TestRefundsOnUnknownKeysHoldNothing: a flood of refunds (Envoy's
+// is_negative_hits) on keys with nothing consumed, each as large as a
+// request may carry, leaves the store holding no key.
+func TestRefundsOnUnknownKeysHoldNothing(t *testing.T) {
+	m, err := NewMemory(MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Result, 1)
+	for k, kind := range algorithm.Kinds() {
+		p := algorithm.Params{Kind: kind, Limit: 10, Window: 60e6, Burst: 10}
+		for i := range 10_000 {
+			it := Item{Key: fmt.Sprintf("refund-%d-\xff-%d", k, i), Params: p, Cost: 1 << 32, Mode: algorithm.GiveBack}
+			if err := m.DecideAt([]Item{it}, out, 1_780_000_000_000_000); err != nil || !out[0].Allowed {
+				t.Fatalf("refund %d: %v, %+v; want allowed", i, err, out[0])
+			}
+		}
+	}
+	if n := m.Len(); n != 0 {
+		t.Errorf("%d keys held after refunds on keys with nothing consumed; want none", n)
+	}
+}
