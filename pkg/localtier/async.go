@@ -108,6 +108,10 @@ func (t *Tier) flush(buf []entry) []entry {
 		return buf
 	}
 	t.allow.prune(time.Since(t.base).Nanoseconds())
+	// The refunds applied so far, read before the drain: an answer flags no
+	// key if one was applied since (giveBack counts it after pending it, so
+	// a refund this drain misses is counted after this read).
+	refunds := t.refunds.Load()
 	buf = t.pending.drain(buf)
 	for i := range buf {
 		buf[i].spent, buf[i].held = t.allow.spentOf(buf[i].key)
@@ -133,7 +137,7 @@ func (t *Tier) flush(buf []entry) []entry {
 				t.requeue(c) // the upstream just failed: don't wait on it again
 				return
 			}
-			switch err := t.send(c, iv); {
+			switch err := t.send(c, iv, refunds); {
 			case refused(err):
 				// The upstream answered and refuses these hits (another
 				// config or version, a message it will not take): sending
@@ -224,8 +228,8 @@ func (t *Tier) cycleOf(start time.Time) time.Duration {
 // send records one call's hits upstream, stating iv as its reporting
 // interval (cycleOf), and flags the keys it says are used up until it
 // says they admit again.
-func (t *Tier) send(c []entry, iv time.Duration) error {
-	if err := t.sendHits(c, iv); err != nil {
+func (t *Tier) send(c []entry, iv time.Duration, refunds int64) error {
+	if err := t.sendHits(c, iv, refunds); err != nil {
 		return err
 	}
 	t.sendRefunds(c)
@@ -233,7 +237,7 @@ func (t *Tier) send(c []entry, iv time.Duration) error {
 }
 
 // sendHits is send's call of the hits and demand.
-func (t *Tier) sendHits(c []entry, iv time.Duration) error {
+func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 	var refunded map[string]bool // keys whose refunds follow: their answers flag nothing
 	for i := range c {
 		if c[i].refund > 0 {
@@ -244,7 +248,6 @@ func (t *Tier) sendHits(c []entry, iv time.Duration) error {
 		}
 	}
 	ld := newRecordLists(len(c))
-	refunds := t.refunds.Load()
 	now := t.opts.Now()
 	at, interval := now.Sub(t.base).Nanoseconds(), t.opts.FlushInterval.Nanoseconds()
 	for _, e := range c {

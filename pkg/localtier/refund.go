@@ -24,7 +24,7 @@ import (
 // pending bounds: a refund that finds no room is dropped and counted). A
 // refund is never refused; its status is the local bucket's after it.
 func (t *Tier) giveBack(b *limiter.Batch, now time.Time) {
-	t.refunds.Add(1)
+	defer t.refunds.Add(1) // after pending them: see flush
 	at := now.Sub(t.base).Nanoseconds()
 	b.Source = limiter.SourceLocalBucket
 	for i, it := range b.Items {
