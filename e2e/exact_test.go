@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -121,6 +122,8 @@ func (r matrixRow) check(slack float64) error {
 type matrixCell struct {
 	mode, alg, pattern string
 	servers            int
+	// flush, if set, is the sidecars' and cached servers' -flush-interval.
+	flush time.Duration
 }
 
 func (c matrixCell) params() algorithm.Params {
@@ -152,6 +155,9 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 		args := []string{"-config", cfg, "-redis-url", redis.URL(), "-store-max-wait", "30s", "-store-timeout", "1s"}
 		if c.mode == "cached" {
 			args = append(args, "-redis-mode", "cached")
+			if c.flush > 0 {
+				args = append(args, "-flush-interval", c.flush.String())
+			}
 		} else {
 			args = append(args, auth.server...)
 		}
@@ -165,6 +171,9 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 	default:
 		for i := range 3 {
 			args := append([]string{"-config", cfg, "-upstream", strings.Join(addrs, ","), "-mode", c.mode}, auth.sidecar(i)...)
+			if c.flush > 0 {
+				args = append(args, "-flush-interval", c.flush.String())
+			}
 			fronts = append(fronts, startSidecar(t, fmt.Sprintf("sidecar-%d", i), args...))
 		}
 	}
@@ -220,7 +229,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 		ratio: float64(res.ok) / float64(exact), tripsPerReq: (trips() - trips0) / float64(res.sent)}
 	if c.mode == "async" {
 		// From trips0 to the counters read: the run and the flushes after.
-		row.flushes = float64(len(fronts)) * (time.Since(res.start).Seconds() + 1) / localtier.DefaultFlushInterval.Seconds()
+		row.flushes = float64(len(fronts)) * (time.Since(res.start).Seconds() + 1) / cmp.Or(c.flush, localtier.DefaultFlushInterval).Seconds()
 	}
 	for _, f := range fronts {
 		row.fallback += f.metric(t, "sluice_tier_decisions_total", "tier", "fallback")
