@@ -32,6 +32,7 @@ const (
 	SlidingWindow
 	FixedWindow
 	SlidingLog
+	Concurrency
 	numKinds
 )
 
@@ -85,6 +86,10 @@ type Params struct {
 	// as envoyproxy/ratelimit does; a calendar limit sets it to its
 	// period's start (config.CalendarPeriod).
 	Origin int64
+	// Holder, for a concurrency limit, names who holds the units a
+	// request takes and its refund frees: the request's own id (see
+	// concurrency). The other algorithms ignore it.
+	Holder string
 }
 
 // MaxWindow is the longest window, in µs: 100 years of 365 days.
@@ -172,6 +177,7 @@ type Result struct {
 //	fixed_window:   Time window start,            Count, PrevCount the previous window's
 //	sliding_window: Time window start,            Count current, PrevCount previous
 //	sliding_log:    Log runs of accepted units, oldest first (see Run)
+//	concurrency:    Slots the units held, oldest first (see Slot)
 //
 // The Lua scripts store the same numbers as f, t, a and b.
 //
@@ -184,6 +190,7 @@ type State struct {
 	Time             int64
 	Count, PrevCount int64
 	Log              []Run
+	Slots            []Slot
 }
 
 // Decide runs p's algorithm; p must be valid (Params.Validate: stores

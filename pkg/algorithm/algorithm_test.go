@@ -39,7 +39,7 @@ func TestAlgorithms(t *testing.T) {
 		p     Params
 		steps []step
 	}{
-		{"token_bucket burst then refill", Params{TokenBucket, 10, sec, 3, 0}, []step{
+		{"token_bucket burst then refill", Params{TokenBucket, 10, sec, 3, 0, ""}, []step{
 			{0, 1, true, 2, 0}, {0, 1, true, 1, 0}, {0, 1, true, 0, 0},
 			{0, 1, false, 0, sec / 10},
 			{sec / 10, 1, true, 0, 0}, // one token refilled in 100 ms
@@ -47,27 +47,27 @@ func TestAlgorithms(t *testing.T) {
 			{10 * sec, 0, true, 3, 0},  // capped at the burst
 			{10 * sec, 4, false, 3, 0}, // above the burst: never
 		}},
-		{"token_bucket cost and check", Params{TokenBucket, 5, sec, 5, 0}, []step{
+		{"token_bucket cost and check", Params{TokenBucket, 5, sec, 5, 0, ""}, []step{
 			{0, 0, true, 5, 0}, {0, 3, true, 2, 0}, {0, 3, false, 2, sec / 5}, {0, 2, true, 0, 0},
 		}},
-		{"gcra matches token_bucket", Params{GCRA, 10, sec, 3, 0}, []step{
+		{"gcra matches token_bucket", Params{GCRA, 10, sec, 3, 0, ""}, []step{
 			{0, 1, true, 2, 0}, {0, 1, true, 1, 0}, {0, 1, true, 0, 0},
 			{0, 1, false, 0, sec / 10},
 			{sec / 10, 1, true, 0, 0},
 			{10 * sec, 0, true, 3, 0},
 		}},
-		{"fixed_window", Params{FixedWindow, 3, 60 * sec, 0, 0}, []step{
+		{"fixed_window", Params{FixedWindow, 3, 60 * sec, 0, 0, ""}, []step{
 			{0, 2, true, 1, 0}, {sec, 1, true, 0, 0}, {2 * sec, 1, false, 0, 58 * sec},
 			{60 * sec, 1, true, 2, 0},
 		}},
 		// 42 hits in the previous minute, 18 so far, 15 s in: the estimate
 		// is 42×45/60 + 18 = 49.5 of 50, so one more fits and then none.
-		{"sliding_window worked example", Params{SlidingWindow, 50, 60 * sec, 0, 0}, []step{
+		{"sliding_window worked example", Params{SlidingWindow, 50, 60 * sec, 0, 0, ""}, []step{
 			{0, 42, true, 8, 0},
 			{75 * sec, 18, true, 0, -1},
 			{75 * sec, 1, false, 0, -1},
 		}},
-		{"sliding_log", Params{SlidingLog, 2, 10 * sec, 0, 0}, []step{
+		{"sliding_log", Params{SlidingLog, 2, 10 * sec, 0, 0, ""}, []step{
 			{0, 1, true, 1, 0}, {sec, 1, true, 0, 0}, {2 * sec, 1, false, 0, 8 * sec},
 			{10 * sec, 1, true, 0, 0}, // the first hit left the window
 		}},
@@ -78,7 +78,7 @@ func TestAlgorithms(t *testing.T) {
 }
 
 func TestSlidingWindowRetryAfterIsExact(t *testing.T) {
-	p := Params{SlidingWindow, 10, 10 * sec, 0, 0}
+	p := Params{SlidingWindow, 10, 10 * sec, 0, 0, ""}
 	t0 := int64(1_780_000_000) * sec
 	var s State
 	s, _ = Decide(s, p, t0, 10, Take)        // previous window: 10
@@ -112,7 +112,7 @@ func TestBoundaryBurst(t *testing.T) {
 		{SlidingLog, limit},
 	} {
 		t.Run(tt.kind.String(), func(t *testing.T) {
-			p := Params{tt.kind, limit, w, limit, 0}
+			p := Params{tt.kind, limit, w, limit, 0, ""}
 			var s State
 			admitted := 0
 			for i := 0; i < 4*limit; i++ {
@@ -138,7 +138,7 @@ func TestClockBackwards(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for k := Kind(0); k < numKinds; k++ {
 		t.Run(k.String(), func(t *testing.T) {
-			p := Params{k, 10, 10 * sec, 10, 0}
+			p := Params{k, 10, 10 * sec, 10, 0, ""}
 			var s State
 			s, _ = Decide(s, p, t0+20*sec, 10, Take) // use it all up
 			for _, back := range []int64{sec, 9 * sec, 25 * sec} {
@@ -158,7 +158,7 @@ func TestLongRunRate(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for k := Kind(0); k < numKinds; k++ {
 		t.Run(k.String(), func(t *testing.T) {
-			p := Params{k, 20, 10 * sec, 20, 0}
+			p := Params{k, 20, 10 * sec, 20, 0, ""}
 			var s State
 			now, admitted := t0, int64(0)
 			for i := 0; i < 5000; i++ {
@@ -186,7 +186,7 @@ func TestForceGoesIntoDebt(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for _, k := range []Kind{TokenBucket, GCRA, FixedWindow, SlidingWindow, SlidingLog} {
 		t.Run(k.String(), func(t *testing.T) {
-			p := Params{k, 10, 10 * sec, 10, 0}
+			p := Params{k, 10, 10 * sec, 10, 0, ""}
 			s, r := Decide(State{}, p, t0, 15, Force)
 			if r.Allowed || r.Remaining != 0 {
 				t.Fatalf("Force 15 of 10 = %+v; want not allowed, remaining 0", r)
@@ -210,7 +210,7 @@ func TestForceAnswersForTheNextRequest(t *testing.T) {
 	for _, k := range []Kind{TokenBucket, GCRA, FixedWindow, SlidingWindow, SlidingLog} {
 		for _, cost := range []int64{3, 9, 10, 15, 35} {
 			t.Run(fmt.Sprintf("%v/%d", k, cost), func(t *testing.T) {
-				p := Params{k, 10, 10 * sec, 10, 0}
+				p := Params{k, 10, 10 * sec, 10, 0, ""}
 				s, r := Decide(State{}, p, t0, cost, Force)
 				check, want := Decide(s, p, t0, 0, Take)
 				if r != want {
@@ -236,8 +236,8 @@ func TestForceAnswersForTheNextRequest(t *testing.T) {
 func TestDecideAllVetoConsumesNothing(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	items := []Item{
-		{Key: "a", Params: Params{TokenBucket, 10, sec, 10, 0}, Cost: 1},
-		{Key: "b", Params: Params{FixedWindow, 1, 60 * sec, 0, 0}, Cost: 1},
+		{Key: "a", Params: Params{TokenBucket, 10, sec, 10, 0, ""}, Cost: 1},
+		{Key: "b", Params: Params{FixedWindow, 1, 60 * sec, 0, 0, ""}, Cost: 1},
 	}
 	states := make([]State, 2)
 	res := make([]Result, 2)
@@ -259,8 +259,8 @@ func TestDecideAllVetoConsumesNothing(t *testing.T) {
 
 func TestDecideAllSameKeyTwice(t *testing.T) {
 	items := []Item{
-		{Key: "a", Params: Params{FixedWindow, 3, 60 * sec, 0, 0}, Cost: 2},
-		{Key: "a", Params: Params{FixedWindow, 3, 60 * sec, 0, 0}, Cost: 2},
+		{Key: "a", Params: Params{FixedWindow, 3, 60 * sec, 0, 0, ""}, Cost: 2},
+		{Key: "a", Params: Params{FixedWindow, 3, 60 * sec, 0, 0, ""}, Cost: 2},
 	}
 	states := make([]State, 2)
 	res := make([]Result, 2)
@@ -274,7 +274,7 @@ func TestDecideAllSameKeyTwice(t *testing.T) {
 // recording them all within the window.
 func TestForceLogBounded(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
-	p := Params{SlidingLog, 10, 10 * sec, 0, 0}
+	p := Params{SlidingLog, 10, 10 * sec, 0, 0, ""}
 	s, _ := Decide(State{}, p, t0, 3, Take)
 	s, r := Decide(s, p, t0+sec, 1<<32, Force)
 	if len(s.Log) != 2 || logUnits(s.Log) != 20 || r.Allowed || r.Remaining != 0 || r.RetryAfter != 10*sec || r.ResetAfter != 10*sec {
@@ -312,7 +312,7 @@ func TestRefundUndoesTake(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for _, k := range Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
-			p := Params{k, 10, 10 * sec, 10, 0}
+			p := Params{k, 10, 10 * sec, 10, 0, ""}
 			s, _ := Decide(State{}, p, t0, 3, Take)
 			_, before := Decide(s, p, t0+1, 0, Take)
 			s, r := Decide(s, p, t0+1, 4, Take)

@@ -16,7 +16,7 @@ func TestForceDebtIsBounded(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for k := Kind(0); k < numKinds; k++ {
 		t.Run(k.String(), func(t *testing.T) {
-			p := Params{k, 20, 60 * sec, 20, 0}
+			p := Params{k, 20, 60 * sec, 20, 0, ""}
 			var s State
 			var r Result
 			for range 10 {
@@ -42,12 +42,12 @@ func TestDurationsBounded(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	for k := Kind(0); k < numKinds; k++ {
 		for _, p := range []Params{
-			{k, 1, maxWindow, math.MaxUint32, 0},
-			{k, math.MaxUint32, maxWindow, math.MaxUint32, 0},
-			{k, 1, 1, 1, 0},
-			{k, math.MaxUint32, 1, 1, 0},
+			{k, 1, maxWindow, math.MaxUint32, 0, "h"},
+			{k, math.MaxUint32, maxWindow, math.MaxUint32, 0, "h"},
+			{k, 1, 1, 1, 0, "h"},
+			{k, math.MaxUint32, 1, 1, 0, "h"},
 		} {
-			if k == SlidingLog {
+			if k == SlidingLog || k == Concurrency {
 				p.Limit = min(p.Limit, 10000)
 			}
 			for _, cost := range []int64{0, 1, math.MaxUint32, 1 << 32} {

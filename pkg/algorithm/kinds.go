@@ -42,6 +42,7 @@ var kinds = [numKinds]spec{
 	SlidingWindow: {"sliding_window", false, slidingWindow, slidingWindowRefund, slidingWindowGiveBack, slidingWindowRecord, nil, limitSize, limitSize, stringStateBytes, twoWindows, nil},
 	FixedWindow:   {"fixed_window", false, fixedWindow, fixedWindowRefund, fixedWindowGiveBack, fixedWindowRecord, fixedWindowKeep, twoLimits, limitSize, stringStateBytes, oneWindow, nil},
 	SlidingLog:    {"sliding_log", false, slidingLog, slidingLogRefund, slidingLogGiveBack, slidingLogRecord, nil, limitSize, limitSize, slidingLogStateBytes, oneWindow, validateSlidingLog},
+	Concurrency:   {"concurrency", false, concurrency, concurrencyRefund, concurrencyGiveBack, nil, nil, limitSize, limitSize, concurrencyStateBytes, oneWindow, validateConcurrency},
 }
 
 // Record forces cost units that a local tier admitted age µs before now
