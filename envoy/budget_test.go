@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/internal/testkit/envoyrl"
 	"github.com/sluicehq/sluice/pkg/config"
@@ -51,7 +52,8 @@ func aiLimits(t *testing.T, limits []*routev3.RateLimit) []*config.Limit {
 
 // routeRateLimits reads the RouteConfiguration file, holds it to Envoy's
 // protos all the way down (nothing deprecated), and returns its first
-// route's rate_limits.
+// route's rate_limits: the rate limit filter's per-route ones
+// (RateLimitPerRoute), the only list where Envoy honours hits_addend.
 func routeRateLimits(t *testing.T, file string) []*routev3.RateLimit {
 	t.Helper()
 	data, err := os.ReadFile(file)
@@ -65,5 +67,13 @@ func routeRateLimits(t *testing.T, file string) []*routev3.RateLimit {
 	for _, err := range deepCheck(rc) {
 		t.Error(err)
 	}
-	return rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRateLimits()
+	route := rc.GetVirtualHosts()[0].GetRoutes()[0]
+	if len(route.GetRoute().GetRateLimits()) > 0 {
+		t.Errorf("%s: RouteAction.rate_limits set; Envoy ignores their hits_addend: use the filter's per-route config", file)
+	}
+	per := &ratelimitv3.RateLimitPerRoute{}
+	if err := route.GetTypedPerFilterConfig()["envoy.filters.http.ratelimit"].UnmarshalTo(per); err != nil {
+		t.Fatalf("%s: the route's envoy.filters.http.ratelimit config: %v", file, err)
+	}
+	return per.GetRateLimits()
 }

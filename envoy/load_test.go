@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -114,6 +115,7 @@ func (c *checker) message(path string, m protoreflect.Message) {
 		c.message(path, inner.ProtoReflect())
 		return
 	}
+	c.ignoredCosts(path, m.Interface())
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		p := path + "." + string(fd.Name())
 		if opts, ok := fd.Options().(*descriptorpb.FieldOptions); ok && opts.GetDeprecated() {
@@ -135,6 +137,25 @@ func (c *checker) message(path string, m protoreflect.Message) {
 		}
 		return true
 	})
+}
+
+// ignoredCosts reports a hits_addend in a RouteAction's or a VirtualHost's
+// own rate_limits: Envoy honours it only in the rate limit filter's
+// rate_limits and its per-route config (RateLimitPerRoute), and silently
+// charges 1 elsewhere, so a refund there would become a charge.
+func (c *checker) ignoredCosts(path string, m proto.Message) {
+	var limits []*routev3.RateLimit
+	switch x := m.(type) {
+	case *routev3.RouteAction:
+		limits = x.GetRateLimits()
+	case *routev3.VirtualHost:
+		limits = x.GetRateLimits()
+	}
+	for i, rl := range limits {
+		if rl.GetHitsAddend() != nil {
+			c.errorf("%s.rate_limits[%d].hits_addend: Envoy ignores it here; put the entry in the rate limit filter's per-route config (RateLimitPerRoute.rate_limits)", path, i)
+		}
+	}
 }
 
 // value continues the walk into one value of field fd: a message, or an enum whose value

@@ -41,6 +41,7 @@ type (
 		WindowSeconds   int64    `json:"window_seconds,omitempty"`
 		Burst           uint32   `json:"burst,omitempty"`
 		CountRefused    bool     `json:"count_refused,omitempty"`
+		Holder          bool     `json:"holder,omitempty"`
 		Calendar        string   `json:"calendar,omitempty"`
 		Replaces        []string `json:"replaces,omitempty"`
 		// Shared: per entry, the wildcard its matches share (share_threshold).
@@ -80,7 +81,7 @@ func jsonNodes(file string, nodes []*node) []jsonDescriptor {
 				jl.UnitMultiplier = r.UnitMultiplier
 				jl.RequestsPerUnit = r.RequestsPerUnit
 				jl.WindowSeconds = int64(r.Window().Seconds())
-				jl.CountRefused = r.CountRefused
+				jl.CountRefused, jl.Holder = r.CountRefused, r.Holder
 				if r.Calendar != nil {
 					jl.Calendar = r.Calendar.String()
 				}

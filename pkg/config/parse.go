@@ -20,7 +20,7 @@ var (
 	fileFields       = []string{"domain", "descriptors"}
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
 		"quota_mode", "share_threshold", "value_to_metric", "metadata"}
-	rateLimitFields = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "name", "unlimited", "replaces", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar", "holder"}
 	replacesFields  = []string{"name"}
 )
 
@@ -318,6 +318,9 @@ func (w *walker) descriptors(items []*yaml.Node, lv *level, domain, parent strin
 			rl, replaces, err := w.rateLimit(f)
 			if err != nil {
 				return nil, err
+			}
+			if rl.Holder && n.value != "" {
+				return nil, w.errorf(f.key, "holder: true names the holder by the request's value of %s, so the descriptor must match its key only (it has value %s)", Quote(n.key), Quote(n.value))
 			}
 			n.limit = &Limit{Domain: domain, Path: path, RateLimit: rl, ShadowMode: shadow, QuotaMode: quota,
 				DetailedMetric: detailed, Replaces: replaces, Metadata: metadata, File: w.file, Line: n.line}

@@ -39,7 +39,7 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 	if rl.Unlimited {
 		// The reference rejects only a unit here; sluice rejects every field
 		// that would otherwise be silently ignored.
-		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar"} {
+		for _, name := range []string{"unit", "requests_per_unit", "algorithm", "burst", "unit_multiplier", "count_refused", "calendar", "holder"} {
 			if f, ok := set(name); ok {
 				return rl, nil, w.errorf(f.key, "unlimited: true cannot be combined with %s", name)
 			}
@@ -88,6 +88,21 @@ func (w *walker) rateLimit(block field) (RateLimit, []string, error) {
 		if rl.CountRefused, err = w.boolean(f.val, "count_refused"); err != nil {
 			return rl, nil, err
 		}
+	}
+	if f, ok := set("holder"); ok {
+		if rl.Holder, err = w.boolean(f.val, "holder"); err != nil {
+			return rl, nil, err
+		}
+	}
+	if rl.Algorithm == algorithm.Concurrency {
+		switch {
+		case !rl.Holder:
+			return rl, nil, w.errorf(block.key, "algorithm: concurrency needs holder: true on a descriptor whose value names each request (x-request-id, say): a refund frees its own request's units, and without a name no refund can be matched to what it settles")
+		case rl.CountRefused:
+			return rl, nil, w.errorf(fs["count_refused"].key, "count_refused does not apply to concurrency: a refused request holds nothing")
+		}
+	} else if rl.Holder {
+		return rl, nil, w.errorf(fs["holder"].key, "holder applies only to algorithm: concurrency, not %s", rl.Algorithm)
 	}
 	if f, ok := set("unit_multiplier"); ok {
 		if rl.UnitMultiplier, err = w.integer(f.val, "unit_multiplier"); err != nil {

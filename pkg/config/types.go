@@ -101,6 +101,9 @@ func CheckAlgorithm(k algorithm.Kind, requestsPerUnit, burst uint32) error {
 	if !k.HasBurst() {
 		p.Burst = 0
 	}
+	if k == algorithm.Concurrency {
+		p.Holder = "h" // each request names its own
+	}
 	return p.Validate()
 }
 
@@ -139,6 +142,11 @@ type RateLimit struct {
 	// into debt, up to one window's refill (the limit, or the burst if
 	// smaller), and is refused until it is repaid.
 	CountRefused bool
+	// Holder (concurrency, where it is required): the request's value of
+	// the limit's own descriptor entry names the holder of the units it
+	// takes and its refund frees (algorithm.Params.Holder); every value
+	// counts on one counter.
+	Holder bool
 	// Calendar, if set, aligns a fixed window on this zone's calendar:
 	// months from the 1st at midnight, days from midnight, weeks from
 	// Monday (CalendarPeriod), in place of epoch-aligned windows of 30-day

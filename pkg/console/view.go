@@ -142,6 +142,9 @@ func limitRow(l *config.Limit) row {
 	if r.CountRefused {
 		flags = append(flags, "count_refused")
 	}
+	if r.Holder {
+		flags = append(flags, "holder")
+	}
 	if r.Calendar != nil {
 		flags = append(flags, "calendar "+r.Calendar.String())
 	}

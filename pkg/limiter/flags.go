@@ -105,7 +105,8 @@ func (s *Service) fromCache(d *decision, now time.Time) bool {
 // denied on their own are flagged, never one the request's other limits
 // vetoed, and never a shadow item; and only requests of one unit (a check
 // of zero is judged as one), whose retry time is the key's for every later
-// request: a costlier one refused can leave room for cheaper ones.
+// request: a costlier one refused can leave room for cheaper ones; and
+// never a concurrency limit's.
 func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 	c := s.opts.Cache
 	if c == nil || b.Degraded {
@@ -122,8 +123,10 @@ func (s *Service) flag(cfg *config.Config, b *Batch, now time.Time) {
 			c.Remove(it.Key) // what was over limit may not be now
 			continue
 		}
-		// A Force item's answer is already for the next unit.
-		if !r.Allowed && !it.Shadow && r.RetryAfter > 0 && (it.Cost <= 1 || it.Mode == algorithm.Force) {
+		// A Force item's answer is already for the next unit. A
+		// concurrency limit frees units when their holders' refunds come,
+		// here or on another server, not at a time known now.
+		if !r.Allowed && !it.Shadow && r.RetryAfter > 0 && (it.Cost <= 1 || it.Mode == algorithm.Force) && it.Params.Kind != algorithm.Concurrency {
 			c.Add(it.Key, now.Add(time.Duration(r.RetryAfter)*time.Microsecond))
 		}
 	}

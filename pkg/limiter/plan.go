@@ -1,6 +1,9 @@
 package limiter
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 )
@@ -137,6 +140,9 @@ func (s *Service) addItems(d *decision, req Request, matched []*config.Limit, ov
 			cost = int64(c) // an explicit 0 checks without consuming
 		}
 		p := s.params(l)
+		if l.RateLimit.Holder {
+			p.Holder = holderOf(req, i)
+		}
 		key := s.appendKey(buf[:0], req.Domain(), l, p, req, i)
 		d.itemOf[i] = len(d.batch.Items)
 		// Only an enforced limit holds the others back: a shadow one never
@@ -256,6 +262,11 @@ func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algori
 	name := NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
 	for j := range req.Entries(i) {
 		k, v := req.Entry(i, j)
+		if l.RateLimit.Holder && j == req.Entries(i)-1 {
+			// The holder (holderOf): every request's value counts here.
+			name = name.Add(k).Add(holderPart)
+			continue
+		}
 		if j < len(l.Shared) && l.Shared[j] != "" {
 			// share_threshold: every value the wildcard matches counts here.
 			name = name.Add(k).Add(l.Shared[j])
@@ -264,4 +275,21 @@ func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algori
 		name = name.Add(k).Add(EntryValue(v))
 	}
 	return name.AppendKey(dst, s.opts.KeyPrefix)
+}
+
+// holderPart stands in a concurrency limit's key for its holder entry's
+// value, which names a request, not a counter (config.RateLimit.Holder).
+const holderPart = "\x00holder"
+
+// holderOf is the holder named by descriptor i of req: the value of its
+// last entry, the limit's own (config.RateLimit.Holder). A value longer
+// than algorithm.MaxHolderLen is named by its hash instead, so any request
+// id fits and no value grows a key's state.
+func holderOf(req Request, i int) string {
+	_, v := req.Entry(i, req.Entries(i)-1)
+	if len(v) <= algorithm.MaxHolderLen {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "#" + hex.EncodeToString(sum[:16])
 }

@@ -284,6 +284,9 @@ func (t *Tier) Close() error {
 // Decide implements limiter.Decider.
 func (t *Tier) Decide(ctx context.Context, b *limiter.Batch) error {
 	now := t.opts.Now()
+	if holds(b) {
+		return t.central(ctx, b)
+	}
 	switch b.Refunds() {
 	case len(b.Items):
 		t.giveBack(b, now)

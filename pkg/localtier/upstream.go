@@ -64,13 +64,14 @@ func (t *Tier) callTimeout(ctx context.Context, kind string) time.Duration {
 }
 
 // request builds an upstream request: each descriptor with its cost as an
-// explicit hits_addend, its entries and any limit override shared with the
+// explicit hits_addend (a refund's marked is_negative_hits), its entries and any limit override shared with the
 // caller's descriptor (read only).
 func request(b *limiter.Batch) *rlsv3.RateLimitRequest {
 	req := &rlsv3.RateLimitRequest{Domain: b.Request.Domain(), Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(b.Items))}
 	for i, it := range b.Items {
 		d := rls.Descriptor(b.Request, b.Descriptors[i])
-		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(uint64(it.Cost))}
+		req.Descriptors[i] = &ratelimitv3.RateLimitDescriptor{Entries: d.GetEntries(), Limit: d.GetLimit(), HitsAddend: wrapperspb.UInt64(uint64(it.Cost)),
+			IsNegativeHits: it.Mode == algorithm.GiveBack}
 	}
 	return req
 }
