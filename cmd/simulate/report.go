@@ -35,8 +35,12 @@ func writeRunText(w io.Writer, source string, runs []*simulate.Result, cmp *simu
 			if l.ConcurrencyRejected > 0 {
 				rejected += " (" + strconv.FormatInt(l.ConcurrencyRejected, 10) + " at once)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n",
-				l.Path, algorithmOf(l), rate(l), l.Keys, l.Offered, l.Admitted, rejected, l.WorstSecond, worstWindow)
+			admitted := strconv.FormatInt(l.Admitted, 10)
+			if l.Refunded > 0 {
+				admitted += " (" + strconv.FormatInt(l.Refunded, 10) + " units given back)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n",
+				l.Path, algorithmOf(l), rate(l), l.Keys, l.Offered, admitted, rejected, l.WorstSecond, worstWindow)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -22,9 +22,10 @@ any 1 s span and in any span of the limit's window. With -compare, the
 trace is replayed a second time, from fresh state, under another algorithm
 and the requests the two decided differently are counted.
 
-Trace CSV columns: time,entries,cost,duration (time in seconds or RFC 3339;
-entries key=value;key=value; cost optional, default 1; duration in seconds,
-optional, for -concurrency). Patterns: steady, bursty,
+Trace CSV columns: time,entries,cost,duration,refund (time in seconds or
+RFC 3339; entries key=value;key=value; cost optional, default 1; duration in
+seconds, optional, for -concurrency and concurrency limits; refund optional,
+the units given back when the request ends). Patterns: steady, bursty,
 boundary, many; their requests carry one entry, -key=10.0.0.N. Flags:
 `
 
@@ -45,7 +46,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("run", runSynopsis, stderr)
 	fs.StringVar(&f.config, "config", "", "descriptor config `path`: a YAML file or a directory of them (required)")
 	fs.StringVar(&f.domain, "domain", "", "domain the requests are sent in (default: the config's only domain)")
-	fs.StringVar(&f.trace, "trace", "", "trace `file` in CSV (time,entries,cost,duration)")
+	fs.StringVar(&f.trace, "trace", "", "trace `file` in CSV (time,entries,cost,duration,refund)")
 	fs.Int64Var(&f.concurrency, "concurrency", 0, "also hold each key to this many requests at once (httplimit.Concurrency), each for its duration in the trace")
 	fs.StringVar(&f.pattern.Kind, "pattern", "", "generate the trace: "+strings.Join(simulate.Patterns(), ", "))
 	fs.DurationVar(&f.pattern.Duration, "duration", time.Minute, "pattern: length of the trace")

@@ -31,14 +31,16 @@ func (e *LineError) Error() string {
 
 // ReadCSV reads a trace in CSV: one request per line, with the columns
 //
-//	time,entries,cost,duration
+//	time,entries,cost,duration,refund
 //
 // time is seconds as a decimal (12.345; digits past microseconds are
 // dropped) or an RFC 3339 timestamp (2026-01-02T15:04:05.123Z). entries are
 // key=value pairs separated by ';' (remote_address=10.0.0.1;path=/x); a
 // value may contain '=' or be empty, as the server accepts, but a key may
 // not. cost is a positive integer and may be left out (1); duration is
-// how long the request ran, in seconds, and may be left out (instant). A
+// how long the request ran, in seconds, and may be left out (instant);
+// refund is the units it gives back when it ends (a reservation's unused
+// part), at most its cost, and may be left out (none). A
 // first line whose time column reads "time" is a
 // header; lines starting with '#' are comments; fields may be quoted as
 // CSV allows, for values holding commas.
@@ -88,8 +90,8 @@ func ReadCSV(name string, r io.Reader) ([]Request, error) {
 
 func parseRecord(rec []string) (Request, error) {
 	var req Request
-	if len(rec) < 2 || len(rec) > 4 {
-		return req, fmt.Errorf("%d columns; want time,entries[,cost[,duration]]", len(rec))
+	if len(rec) < 2 || len(rec) > 5 {
+		return req, fmt.Errorf("%d columns; want time,entries[,cost[,duration[,refund]]]", len(rec))
 	}
 	var err error
 	if req.Time, err = parseTime(strings.TrimSpace(rec[0])); err != nil {
@@ -99,7 +101,7 @@ func parseRecord(rec []string) (Request, error) {
 		return req, err
 	}
 	req.Cost = 1
-	if len(rec) == 3 {
+	if len(rec) >= 3 {
 		if c := strings.TrimSpace(rec[2]); c != "" {
 			n, err := strconv.ParseInt(c, 10, 64)
 			if err != nil || n < 1 || n > limiter.MaxCost {
@@ -108,13 +110,22 @@ func parseRecord(rec []string) (Request, error) {
 			req.Cost = n
 		}
 	}
-	if len(rec) == 4 {
+	if len(rec) >= 4 {
 		if d := strings.TrimSpace(rec[3]); d != "" {
 			secs, err := strconv.ParseFloat(d, 64)
 			if err != nil || !(secs >= 0 && secs <= maxDuration) {
 				return req, fmt.Errorf("duration %q: want seconds from 0 to %d, or nothing", d, int64(maxDuration))
 			}
 			req.Duration = int64(secs * 1e6)
+		}
+	}
+	if len(rec) == 5 {
+		if r := strings.TrimSpace(rec[4]); r != "" {
+			n, err := strconv.ParseInt(r, 10, 64)
+			if err != nil || n < 0 || n > req.Cost {
+				return req, fmt.Errorf("refund %q: want an integer from 0 to the cost (%d), or nothing", r, req.Cost)
+			}
+			req.Refund = n
 		}
 	}
 	return req, nil

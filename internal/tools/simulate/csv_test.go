@@ -45,6 +45,11 @@ func TestReadCSV(t *testing.T) {
 		{"a value past MaxValueLen, kept to be matched as the server matches it", "1,remote_address=" + long + "\n", []Request{
 			{Time: 1_000_000, Entries: ip(long), Cost: 1},
 		}},
+		{"cost, duration and refund", "1,remote_address=a,4000,2.5,2800\n2,remote_address=a,3,1\n3,remote_address=a,,,\n", []Request{
+			{Time: 1_000_000, Entries: ip("a"), Cost: 4000, Duration: 2_500_000, Refund: 2800},
+			{Time: 2_000_000, Entries: ip("a"), Cost: 3, Duration: 1_000_000}, // the cost kept beside a duration
+			{Time: 3_000_000, Entries: ip("a"), Cost: 1},
+		}},
 		{"empty file", "", nil},
 	}
 	for _, tt := range tests {
@@ -76,8 +81,10 @@ func TestReadCSVErrors(t *testing.T) {
 		{"trailing ;", "1,a=b;\n", []string{`trace.csv:1: entry 2 "": want key=value`}},
 		{"cost zero", "1,a=b,0\n", []string{`trace.csv:1: cost "0": want an integer from 1`}},
 		{"cost not a number", "1,a=b,x\n", []string{`trace.csv:1: cost "x"`}},
-		{"too few columns", "1\n", []string{"trace.csv:1: 1 columns; want time,entries[,cost[,duration]]"}},
-		{"too many columns", "1,a=b,1,2,3\n", []string{"trace.csv:1: 5 columns"}},
+		{"too few columns", "1\n", []string{"trace.csv:1: 1 columns; want time,entries[,cost[,duration[,refund]]]"}},
+		{"too many columns", "1,a=b,1,2,3,4\n", []string{"trace.csv:1: 6 columns"}},
+		{"refund above the cost", "1,a=b,2,1,3\n", []string{`trace.csv:1: refund "3": want an integer from 0 to the cost (2)`}},
+		{"negative refund", "1,a=b,2,1,-1\n", []string{`trace.csv:1: refund "-1"`}},
 		{"a negative duration", "1,a=b,1,-2\n", []string{"trace.csv:1: duration \"-2\""}},
 		{"bad quote", "1,\"a=b\n", []string{"trace.csv:1:"}},
 		{"every bad line, good ones skipped", "x,a=b\n1,a=b\n2,a=b,-1\n3,\n", []string{

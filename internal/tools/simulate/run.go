@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -84,6 +85,9 @@ type LimitReport struct {
 	// ConcurrencyRejected counts, among Rejected, those the rate limit
 	// admitted and Options.Concurrency refused.
 	ConcurrencyRejected int64 `json:"concurrency_rejected,omitempty"`
+	// Refunded counts the units given back when admitted requests ended:
+	// their Refund, or what they held of a concurrency limit.
+	Refunded int64 `json:"refunded,omitempty"`
 	// WorstSecond is the most hits one key had admitted in any span of one
 	// second, and WorstWindow in any span of the limit's window (zero when
 	// unlimited): exact, over admitted requests' times, not over buckets.
@@ -173,11 +177,13 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 	}
 
 	keys := make(map[string]*keyState)
+	var due refunds
 	res.decisions = make([]decision, len(trace))
 	var key []byte
 	digest := fnv.New64a()
 	for i, ti := range order {
 		req := trace[ti]
+		due.settle(req.Time, res)
 		key = binary.AppendVarint(key[:0], req.Time)
 		key = binary.AppendVarint(key, req.cost())
 		key = appendStateKey(key, opts.Domain, "", req.Entries)
@@ -190,7 +196,11 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 		}
 		li := index[l]
 		rep := &res.Limits[li]
-		key = appendStateKey(key[:0], opts.Domain, l.Path, shared(req.Entries, l.Shared))
+		entries := shared(req.Entries, l.Shared)
+		if l.RateLimit.Holder {
+			entries = holderEntries(entries)
+		}
+		key = appendStateKey(key[:0], opts.Domain, l.Path, entries)
 		k := keys[string(key)]
 		if k == nil {
 			k = &keyState{limit: li}
@@ -206,8 +216,14 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 		default:
 			var r algorithm.Result
 			p, mode := decideAs(params[li], limits[li], req.Time)
+			if l.RateLimit.Holder {
+				p.Holder = holderOf(ti)
+			}
 			k.state, r = algorithm.Decide(k.state, p, req.Time, req.cost(), mode)
 			ok = r.Allowed
+			if ok {
+				due.schedule(req, int64(i), k, p, limits[li])
+			}
 		}
 		if ok && opts.Concurrency > 0 && !k.slot(req.Time, req.Time+req.Duration, opts.Concurrency) {
 			ok = false
@@ -225,6 +241,7 @@ func Run(cfg *config.Config, trace []Request, opts Options) (*Result, error) {
 			rep.Rejected++
 		}
 	}
+	due.settle(math.MaxInt64, res) // what ends after the last request
 	res.trace = digest.Sum64()
 	for _, k := range keys {
 		rep := &res.Limits[k.limit]

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -24,9 +25,13 @@ type Request struct {
 	// Envoy's request-level hits_addend.
 	Cost int64
 	// Duration is how long the request ran, in microseconds (0: not known,
-	// taken as instant): what a concurrency limit (Options.Concurrency)
-	// holds a slot for.
+	// taken as instant): what a concurrency limit (algorithm: concurrency,
+	// or Options.Concurrency) holds a slot for.
 	Duration int64
+	// Refund is the units the request gives back when it ends, at most its
+	// cost: a reservation settled at stream end (Envoy's is_negative_hits),
+	// what it reserved and did not use.
+	Refund int64
 }
 
 // cost is what the request consumes.
@@ -63,6 +68,9 @@ func ParseUnder(s string) (Under, error) {
 	if err != nil {
 		return Configured, err
 	}
+	if a == algorithm.Concurrency {
+		return Configured, errors.New("concurrency counts requests in flight, not a rate: no limit of another algorithm can be replayed as one")
+	}
 	return Override(a), nil
 }
 
@@ -74,9 +82,10 @@ func (u Under) String() string {
 	return u.alg.String()
 }
 
-// apply returns r as this run decides it.
+// apply returns r as this run decides it: a concurrency limit as it is,
+// since it counts requests in flight, not a rate.
 func (u Under) apply(r config.RateLimit) config.RateLimit {
-	if u.override && !r.Unlimited {
+	if u.override && !r.Unlimited && r.Algorithm != algorithm.Concurrency {
 		r.Algorithm = u.alg
 	}
 	return r
