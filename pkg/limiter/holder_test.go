@@ -1,0 +1,54 @@
+package limiter
+
+import (
+	"strings"
+	"testing"
+)
+
+const holderConfig = `domain: ai
+descriptors:
+  - key: tenant
+    descriptors:
+      - key: request_id
+        rate_limit: {unit: minute, requests_per_unit: 2, algorithm: concurrency, holder: true}
+`
+
+// A concurrency limit counts every request of a tenant on one key, each
+// request named by its request_id entry: a refund frees its own request's
+// unit only; an id of any length names one holder (a long one by its
+// hash); and a refused request is never flagged, so a refund elsewhere
+// is seen by the next request at once.
+func TestHolders(t *testing.T) {
+	h := start(t, Options{Config: configOf(t, holderConfig), Refunds: true, Cache: newFlags(t)})
+	// Another server on the same store, with flags of its own.
+	other := startStore(t, Options{Config: configOf(t, holderConfig), Refunds: true, Cache: newFlags(t)}, StoreOptions{Store: h.store})
+	on := func(h *harness, id string, refund bool) *Answer {
+		t.Helper()
+		d := desc("tenant", "acme", "request_id", id)
+		d.refund = refund
+		return h.decide(t, &testRequest{domain: "ai", descs: []descriptor{d}})
+	}
+	call := func(id string, refund bool) *Answer { t.Helper(); return on(h, id, refund) }
+	long := strings.Repeat("x", 300)
+	if a := call("a", false); a.Overall != OK {
+		t.Fatalf("first: %s", verdict(a))
+	}
+	if a := call(long, false); a.Overall != OK || a.Statuses[0].Remaining != 0 {
+		t.Fatalf("a long id: %s, %d left; want OK, 0", verdict(a), a.Statuses[0].Remaining)
+	}
+	if a := call("c", false); a.Overall != OverLimit {
+		t.Fatalf("a third request of the tenant: %s; want OVER_LIMIT", verdict(a))
+	}
+	if a := on(other, "c", true); a.Statuses[0].Remaining != 0 {
+		t.Fatalf("the refused request's refund: %d left; want 0 (it held nothing)", a.Statuses[0].Remaining)
+	}
+	if a := on(other, long+"y", true); a.Statuses[0].Remaining != 0 {
+		t.Fatalf("another long id's refund: %d left; want 0", a.Statuses[0].Remaining)
+	}
+	if a := on(other, long, true); a.Statuses[0].Remaining != 1 {
+		t.Fatalf("the long id's own refund, on the other server: %d left; want 1", a.Statuses[0].Remaining)
+	}
+	if a := call("d", false); a.Overall != OK {
+		t.Fatalf("after a refund: %s; want OK (never flagged over limit)", verdict(a))
+	}
+}
