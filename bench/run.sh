@@ -6,6 +6,12 @@
 # (medians over the rounds, and each round) and results.svg (throughput and
 # p99 against concurrency) to the output directory, and prints results.md.
 #
+# The hybrid rows (sidecar, cached) read the tier's own counters around
+# each point: a point at which it decided anything without the central
+# state (fallback, shed, failure mode, dropped hits, its upstream marked
+# down) is a failed run, like one with errors, and each reports its
+# central cost: the server's and Redis's CPU per decided request.
+#
 # How the two cores are shared, the same for every row: everything on the
 # serving side (the do-nothing handler; or redis-server, the server and the
 # sidecar; or redis-server and the reference) is pinned to core 0 with
@@ -166,8 +172,9 @@ for round in $(seq "$rounds"); do
           serve sidecar "$dir/localfilter" -config "$config" -upstream 127.0.0.1:18081 -grpc-addr 127.0.0.1:19081 \
             -http-addr 127.0.0.1:19080 -mode "$mode" -upstream-timeout 100ms -log-level warn
           wait_port 19081
-          points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=u$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}"
-          points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=z$mode$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}"
+          tier=(-tier-metrics-url http://127.0.0.1:19080/metrics -central-pids "$server,$redis")
+          points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=u$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
+          points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=z$mode$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
           stop "$sidecar"
         done
       fi
@@ -177,8 +184,9 @@ for round in $(seq "$rounds"); do
     if want cached && [[ $("$dir/server" -help 2>&1 || true) == *-redis-mode* ]]; then
       serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-mode cached
       wait_port 18081
-      points "sluice + Redis cached, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=a$k.%d" -keys 10000 "${redisflags[@]}" -metrics-url http://127.0.0.1:18080/metrics
-      points "sluice + Redis cached, 10k keys zipf$tag" 18081 "$server,$redis" -descriptors "client=b$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" -metrics-url http://127.0.0.1:18080/metrics
+      tier=(-metrics-url http://127.0.0.1:18080/metrics -tier-metrics-url http://127.0.0.1:18080/metrics -central-pids "$server,$redis")
+      points "sluice + Redis cached, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=a$k.%d" -keys 10000 "${redisflags[@]}" "${tier[@]}"
+      points "sluice + Redis cached, 10k keys zipf$tag" 18081 "$server,$redis" -descriptors "client=b$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${tier[@]}"
       stop "$server"
     fi
   done

@@ -144,7 +144,7 @@ func find(rows []row, label string, c int) (row, []row, bool) {
 func median(rounds []row) row {
 	m := rounds[0]
 	m.Sent, m.OK, m.OverLimit, m.Errors, m.Unknown = 0, 0, 0, 0, 0
-	m.ErrorsByCode = nil
+	m.ErrorsByCode, m.TierFaults = nil, nil
 	for _, r := range rounds {
 		m.Sent += r.Sent
 		m.OK += r.OK
@@ -156,6 +156,12 @@ func median(rounds []row) row {
 				m.ErrorsByCode = map[string]uint64{}
 			}
 			m.ErrorsByCode[code] += n
+		}
+		for kind, n := range r.TierFaults {
+			if m.TierFaults == nil {
+				m.TierFaults = map[string]float64{}
+			}
+			m.TierFaults[kind] += n
 		}
 	}
 	of := func(f func(row) float64) float64 {
@@ -183,6 +189,15 @@ func median(rounds []row) row {
 			return *r.RoundTripsPerReq
 		})
 		m.RoundTripsPerReq = &v
+	}
+	if m.CentralMicrosPerReq != nil {
+		v := of(func(r row) float64 {
+			if r.CentralMicrosPerReq == nil {
+				return 0
+			}
+			return *r.CentralMicrosPerReq
+		})
+		m.CentralMicrosPerReq = &v
 	}
 	if m.Redis != nil {
 		redis := *m.Redis
@@ -240,8 +255,8 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 	haveBase = haveBase && base.DecidedRPS > 0 && !base.Failed()
 	var b strings.Builder
 	fmt.Fprintf(&b, "At %d concurrent callers, medians over the rounds:\n\n", top)
-	b.WriteString("| configuration | decided req/s | each round | % of ceiling | × reference | p50 µs | p99 µs | p99 / ceiling's | p99 / reference's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| configuration | decided req/s | each round | % of ceiling | × reference | p50 µs | p99 µs | p99 / ceiling's | p99 / reference's | p99.9 µs | OK | over limit | errors | Redis round trips/req (server hook) | read events/req (INFO) | commands/req (INFO, incl. inside scripts) | server-side CPU µs/req | central CPU µs/decided (server + Redis) |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range labels(rows) {
 		r, rounds, ok := find(rows, l, top)
 		if !ok {
@@ -256,7 +271,7 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 		}
 		if r.Failed() {
 			// A run with failed requests is a failed run, never a figure.
-			fmt.Fprintf(&b, "| %s | **failed run** (%s) | %s | – | – | – | – | – | – | – | %d | %d | %d | – | – | – | – |\n",
+			fmt.Fprintf(&b, "| %s | **failed run** (%s) | %s | – | – | – | – | – | – | – | %d | %d | %d | – | – | – | – | – |\n",
 				l, r.ErrorText(), strings.Join(each, " / "), r.OK, r.OverLimit, r.Errors+r.Unknown)
 			continue
 		}
@@ -280,9 +295,13 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 		for i, us := range r.CPUMicrosPerReq {
 			cpu[i] = fmt.Sprintf("%.1f", us)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %.0f | %.0f | %s | %s | %.0f | %d | %d | %d | %s | %s | %s | %s |\n",
+		central := "–"
+		if r.CentralMicrosPerReq != nil {
+			central = fmt.Sprintf("%.1f", *r.CentralMicrosPerReq)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %.0f | %.0f | %s | %s | %.0f | %d | %d | %d | %s | %s | %s | %s | %s |\n",
 			l, r.DecidedRPS, strings.Join(each, " / "), pct, times, r.Latency.P50, r.Latency.P99, p99x, p99r, r.Latency.P999,
-			r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "))
+			r.OK, r.OverLimit, r.Errors, trips, reads, cmds, strings.Join(cpu, " + "), central)
 	}
 	b.WriteString("\nDecided requests/s and p99 (µs) by concurrent callers, medians (a point with failed requests shows its failures, not a throughput):\n\n| configuration |")
 	for _, c := range cs {
@@ -297,7 +316,7 @@ func markdown(w io.Writer, rows []row, ceiling, reference string) error {
 		fmt.Fprintf(&b, "| %s |", l)
 		for _, c := range cs {
 			if r, _, ok := find(rows, l, c); ok && r.Failed() {
-				fmt.Fprintf(&b, " failed: %d errors |", r.Errors+r.Unknown)
+				fmt.Fprintf(&b, " failed: %s |", r.ErrorText())
 			} else if ok {
 				fmt.Fprintf(&b, " %.0f / %.0f |", r.DecidedRPS, r.Latency.P99)
 			} else {

@@ -27,6 +27,11 @@ func TestReport(t *testing.T) {
 		// A failed round fails the point.
 		`{"label":"flaky","concurrency":64,"decided_rps":30000,"ok":5,"latency_us":{"p99":100}}`,
 		`{"label":"flaky","concurrency":64,"decided_rps":20000,"ok":5,"errors":2,"errors_by_code":{"Unavailable":2},"latency_us":{"p99":100}}`,
+		// A hybrid tier: its central cost beside it; a round in which it
+		// decided without the central state fails the point, though no
+		// request failed.
+		`{"label":"sidecar","concurrency":64,"decided_rps":20000,"ok":5,"latency_us":{"p99":100},"cpu_us_per_req":[20,10,5],"central_cpu_us_per_decided":15}`,
+		`{"label":"sidecar, uniform","concurrency":64,"decided_rps":40000,"ok":5,"latency_us":{"p99":100},"tier_faults":{"fallback":1200,"upstream_outages":1}}`,
 	}
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -42,15 +47,17 @@ func TestReport(t *testing.T) {
 		"| flaky | **failed run** (Unavailable=2) | 30000 / failed |",
 		"| server, zipf | 9000 | 9000 | 30% | 3.00 | 0 | 1000 | 0.17 | 0.25 |",
 		"| do-nothing handler | 5000 / 400 | 30000 / 6000 |",
-		"| with errors | failed: 30 errors | 9000 / 200 |",
+		"| with errors | failed: Unavailable=30 | 9000 / 200 |",
+		"| 20.0 + 10.0 + 5.0 | 15.0 |",
+		"| sidecar, uniform | **failed run** (fallback=1200 upstream_outages=1) |",
 	} {
 		if !strings.Contains(string(table), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
 	}
 	plot, _ := os.ReadFile(svg)
-	if n := strings.Count(string(plot), "<polyline"); n != 12 {
-		t.Errorf("the plot has %d lines; want 6 configurations (not the failed one) × 2 panels", n)
+	if n := strings.Count(string(plot), "<polyline"); n != 14 {
+		t.Errorf("the plot has %d lines; want 7 configurations (not the failed ones) × 2 panels", n)
 	}
 	// The failed run is not a point: "with errors" is drawn at 64 callers only.
 	for _, l := range strings.Split(string(plot), "\n") {

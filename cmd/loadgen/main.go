@@ -74,16 +74,9 @@ Targets must be loopback addresses unless -allow-remote. Flags:
 	fs.IntVar(&o.CacheKeys, "cache-keys", loadgen.DefaultCacheKeys, "prebuild requests for the first N key indexes; higher indexes are built per request")
 	fs.StringVar(&o.RedisAddr, "redis-addr", "", "Redis `host:port` to sample (INFO) before and after the measured phase; reports scripts, commands and read events per request")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "the server's Prometheus `url` (http://127.0.0.1:8080/metrics): its "+loadgen.RoundTripsMetric+" is sampled around the measured phase, Redis round trips as its go-redis hook counts them")
-	fs.Func("cpu-pids", "comma-separated `pids` of server-side processes whose CPU time per request is reported (Linux)", func(v string) error {
-		for _, f := range strings.Split(v, ",") {
-			pid, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || pid <= 0 {
-				return fmt.Errorf("pid %q", f)
-			}
-			o.CPUPids = append(o.CPUPids, pid)
-		}
-		return nil
-	})
+	fs.Func("cpu-pids", "comma-separated `pids` of server-side processes whose CPU time per request is reported (Linux)", pidList(&o.CPUPids))
+	fs.Func("central-pids", "comma-separated `pids`, among -cpu-pids, of the central service behind a hybrid tier (servers, Redis): their CPU time per decided request is reported as its central cost", pidList(&o.CentralPids))
+	fs.StringVar(&o.TierMetricsURL, "tier-metrics-url", "", "a hybrid tier's Prometheus `url` (a sidecar's, or a cached-mode server's): a run in which it decided anything without the central state (fallback, shed, failure mode, dropped hits, upstream marked down) has failed")
 	fs.StringVar(&o.Label, "label", "", "a name for the run, kept in its result (benchmark scripts)")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback -target or -redis-addr (forbidden by this machine's policy)")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as one JSON object on stdout")
@@ -94,6 +87,20 @@ Targets must be loopback addresses unless -allow-remote. Flags:
 		return err
 	})
 	return fs
+}
+
+// pidList parses a comma-separated list of pids into dst.
+func pidList(dst *[]int) func(string) error {
+	return func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || pid <= 0 {
+				return fmt.Errorf("pid %q", f)
+			}
+			*dst = append(*dst, pid)
+		}
+		return nil
+	}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -69,12 +70,23 @@ type Options struct {
 	// (http://host:port/metrics, loopback unless AllowRemote), whose
 	// RoundTripsMetric is sampled before and after the measured phase.
 	MetricsURL string
+	// TierMetricsURL, if set, is a hybrid tier's Prometheus endpoint (a
+	// sidecar's, or a cached-mode server's; loopback unless AllowRemote):
+	// its counters of decisions taken without the central state are
+	// sampled before and after the measured phase, and a run in which any
+	// moved has failed (Result.TierFaults).
+	TierMetricsURL string
 	// CPUPids are processes (the server side) whose CPU time over the
 	// measured phase is reported per request. Linux only.
 	CPUPids []int
+	// CentralPids, a subset of CPUPids, are the central service's (the
+	// servers and Redis behind a hybrid tier): their CPU time per decided
+	// request is reported as the tier's central cost.
+	CentralPids []int
 	// Label names the run in its Result, for benchmark scripts.
 	Label string
-	// AllowRemote permits non-loopback Target, RedisAddr and MetricsURL.
+	// AllowRemote permits non-loopback Target, RedisAddr, MetricsURL and
+	// TierMetricsURL.
 	// This machine's policy forbids it; it exists for other machines.
 	AllowRemote bool
 }
@@ -127,5 +139,8 @@ func (o Options) validate() error {
 	check(o.CacheKeys >= 1, "cache keys %d: want ≥ 1", o.CacheKeys)
 	check(o.Dist == Uniform || o.Dist == Zipf, "dist %q: want %q or %q", o.Dist, Uniform, Zipf)
 	check(o.Dist != Zipf || o.ZipfS > 1, "zipf-s %v: want > 1", o.ZipfS)
+	for _, pid := range o.CentralPids {
+		check(slices.Contains(o.CPUPids, pid), "central pid %d: not among the cpu pids %v", pid, o.CPUPids)
+	}
 	return errors.Join(errs...)
 }

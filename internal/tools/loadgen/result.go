@@ -67,6 +67,15 @@ type Result struct {
 	// CPUMicrosPerReq is, per Options.CPUPids entry, that process's CPU
 	// time over the measured phase per request, in µs.
 	CPUMicrosPerReq []float64 `json:"cpu_us_per_req,omitempty"`
+	// CentralMicrosPerReq is the CPU time of Options.CentralPids over the
+	// measured phase per decided request, in µs: what a hybrid tier costs
+	// the central service.
+	CentralMicrosPerReq *float64 `json:"central_cpu_us_per_decided,omitempty"`
+	// TierFaults counts, by kind, the decisions the hybrid tier took
+	// without the central state during the measured phase
+	// (Options.TierMetricsURL): fallback, shed, failure_mode, dropped_hits,
+	// upstream_outages. Any makes the run a failed one.
+	TierFaults map[string]float64 `json:"tier_faults,omitempty"`
 
 	// The merged histograms, for callers that want more than the summary.
 	Latencies        *Histogram `json:"-"`
@@ -148,7 +157,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // Failed reports whether any request was not decided (a gRPC error or an
 // unknown overall code): such a run measures failures, not throughput.
-func (r *Result) Failed() bool { return r.Errors > 0 || r.Unknown > 0 }
+func (r *Result) Failed() bool { return r.Errors > 0 || r.Unknown > 0 || len(r.TierFaults) > 0 }
 
 // errorText lists the errors by gRPC code: "Unavailable=12 DeadlineExceeded=3".
 func (r *Result) errorText() string {
@@ -159,6 +168,7 @@ func (r *Result) errorText() string {
 	if r.Unknown > 0 {
 		parts = append(parts, fmt.Sprintf("unknown-code=%d", r.Unknown))
 	}
+	parts = append(parts, faultText(r.TierFaults)...)
 	return strings.Join(parts, " ")
 }
 
@@ -178,7 +188,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		b.WriteString("INTERRUPTED: figures cover part of the run\n")
 	}
 	if r.Failed() {
-		fmt.Fprintf(&b, "FAILED RUN: %d requests not decided (%s); its throughput measures nothing\n", r.Errors+r.Unknown, r.errorText())
+		fmt.Fprintf(&b, "FAILED RUN: %d requests not decided, or decided without the central state (%s); its throughput measures nothing\n", r.Errors+r.Unknown, r.errorText())
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "elapsed\tsent\tdecided/s\tok\tover_limit\tunknown\terrors\tunsent\tallocs/req\t\n")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 
+	var tier *metricsSampler
+	if opts.TierMetricsURL != "" {
+		if tier, err = newMetricsSampler(ctx, opts.TierMetricsURL, opts.AllowRemote); err != nil {
+			return nil, err
+		}
+	}
+
 	reqs := newRequestSet(tmpl, opts.Domain, opts.HitsAddend, opts.Keys, opts.CacheKeys)
 	conns, err := dialAll(ctx, target, opts.Conns)
 	if err != nil {
@@ -110,6 +118,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	var faults0 map[string]float64
+	if tier != nil {
+		if faults0, err = tier.tierSample(ctx); err != nil {
+			return nil, err
+		}
+	}
 	cpu0, err := cpuTimes(opts.CPUPids)
 	if err != nil {
 		return nil, err
@@ -127,9 +141,25 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	if len(opts.CPUPids) > 0 && res.Sent > 0 {
 		res.CPUMicrosPerReq = make([]float64, len(cpu0))
+		central := 0.0
 		for i := range cpu0 {
-			res.CPUMicrosPerReq[i] = float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(res.Sent)
+			us := float64((cpu1[i] - cpu0[i]).Microseconds())
+			res.CPUMicrosPerReq[i] = us / float64(res.Sent)
+			if slices.Contains(opts.CentralPids, opts.CPUPids[i]) {
+				central += us
+			}
 		}
+		if decided := res.OK + res.OverLimit; len(opts.CentralPids) > 0 && decided > 0 {
+			per := central / float64(decided)
+			res.CentralMicrosPerReq = &per
+		}
+	}
+	if tier != nil {
+		faults1, err := tier.tierSample(context.WithoutCancel(ctx))
+		if err != nil {
+			return res, err
+		}
+		res.TierFaults = tierDelta(faults0, faults1)
 	}
 	if metrics != nil && res.Sent > 0 {
 		trips1, err := metrics.sample(context.WithoutCancel(ctx))

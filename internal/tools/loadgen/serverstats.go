@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
@@ -44,32 +45,59 @@ func newMetricsSampler(ctx context.Context, rawURL string, allowRemote bool) (*m
 // sample returns the counter's value; an endpoint without it (not a
 // sluice server on Redis, a wrong URL) is an error, not zero round trips.
 func (m *metricsSampler) sample(ctx context.Context) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
+	families, err := m.scrape(ctx)
 	if err != nil {
 		return 0, err
 	}
+	if families[RoundTripsMetric] == nil {
+		return 0, fmt.Errorf("metrics %s: no %s (a sluice server on Redis has it)", m.url, RoundTripsMetric)
+	}
+	return counter(families, RoundTripsMetric, "", ""), nil
+}
+
+// scrape reads every metric family the endpoint serves.
+func (m *metricsSampler) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := m.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics %s: %s", m.url, resp.Status)
+		return nil, fmt.Errorf("metrics %s: %s", m.url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("metrics %s: %w", m.url, err)
+		return nil, fmt.Errorf("metrics %s: %w", m.url, err)
 	}
-	f := families[RoundTripsMetric]
-	if f == nil {
-		return 0, fmt.Errorf("metrics %s: no %s (a sluice server on Redis has it)", m.url, RoundTripsMetric)
-	}
+	return families, nil
+}
+
+// counter sums family name's counters, those whose label is value when a
+// label is given; 0 when the family is absent (a counter vector nothing
+// has counted in is not exported).
+func counter(families map[string]*dto.MetricFamily, name, label, value string) float64 {
 	sum := 0.0
-	for _, s := range f.GetMetric() {
+	for _, s := range families[name].GetMetric() {
+		if label != "" && !hasLabel(s, label, value) {
+			continue
+		}
 		sum += s.GetCounter().GetValue()
 	}
-	return sum, nil
+	return sum
+}
+
+func hasLabel(s *dto.Metric, name, value string) bool {
+	for _, l := range s.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
+	}
+	return false
 }
 
 // cpuTime returns the user + system CPU time pid has used, from
