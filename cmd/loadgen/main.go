@@ -75,7 +75,7 @@ Targets must be loopback addresses unless -allow-remote. Flags:
 	fs.StringVar(&o.RedisAddr, "redis-addr", "", "Redis `host:port` to sample (INFO) before and after the measured phase; reports scripts, commands and read events per request")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "the server's Prometheus `url` (http://127.0.0.1:8080/metrics): its "+loadgen.RoundTripsMetric+" is sampled around the measured phase, Redis round trips as its go-redis hook counts them")
 	fs.Func("cpu-pids", "comma-separated `pids` of server-side processes whose CPU time per request is reported (Linux)", pidList(&o.CPUPids))
-	fs.Func("central-pids", "comma-separated `pids`, among -cpu-pids, of the central service behind a hybrid tier (servers, Redis): their CPU time per decided request is reported as its central cost", pidList(&o.CentralPids))
+	fs.Func("central-pids", "comma-separated `pids` of the central service behind a hybrid tier (servers, Redis): their CPU time per decided request is reported as its central cost", pidList(&o.CentralPids))
 	fs.StringVar(&o.TierMetricsURL, "tier-metrics-url", "", "a hybrid tier's Prometheus `url` (a sidecar's, or a cached-mode server's): a run in which it decided anything without the central state (fallback, shed, failure mode, dropped hits, upstream marked down) has failed")
 	fs.StringVar(&o.Label, "label", "", "a name for the run, kept in its result (benchmark scripts)")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback -target or -redis-addr (forbidden by this machine's policy)")

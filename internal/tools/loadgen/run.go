@@ -2,10 +2,10 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +120,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	var faults0 map[string]float64
 	if tier != nil {
-		if faults0, err = tier.tierSample(ctx); err != nil {
+		if faults0, err = tier.tierSample(ctx, false); err != nil {
 			return nil, err
 		}
 	}
 	cpu0, err := cpuTimes(opts.CPUPids)
+	if err != nil {
+		return nil, err
+	}
+	central0, err := cpuTimes(opts.CentralPids)
 	if err != nil {
 		return nil, err
 	}
@@ -133,29 +137,29 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	elapsed, scheduled := runPhase(ctx, callers, opts.Duration, opts.Requests, opts.Rate)
 	runtime.ReadMemStats(&ms1)
 	cpu1, cpuErr := cpuTimes(opts.CPUPids)
+	central1, centralErr := cpuTimes(opts.CentralPids)
 
 	res := newResult(opts, target, callers, elapsed, scheduled)
 	res.Label = opts.Label
-	if cpuErr != nil {
-		return res, cpuErr
+	if err := errors.Join(cpuErr, centralErr); err != nil {
+		return res, err
 	}
 	if len(opts.CPUPids) > 0 && res.Sent > 0 {
 		res.CPUMicrosPerReq = make([]float64, len(cpu0))
-		central := 0.0
 		for i := range cpu0 {
-			us := float64((cpu1[i] - cpu0[i]).Microseconds())
-			res.CPUMicrosPerReq[i] = us / float64(res.Sent)
-			if slices.Contains(opts.CentralPids, opts.CPUPids[i]) {
-				central += us
-			}
-		}
-		if decided := res.OK + res.OverLimit; len(opts.CentralPids) > 0 && decided > 0 {
-			per := central / float64(decided)
-			res.CentralMicrosPerReq = &per
+			res.CPUMicrosPerReq[i] = float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(res.Sent)
 		}
 	}
+	if decided := res.OK + res.OverLimit; len(opts.CentralPids) > 0 && decided > 0 {
+		var central time.Duration
+		for i := range central0 {
+			central += central1[i] - central0[i]
+		}
+		per := float64(central.Microseconds()) / float64(decided)
+		res.CentralMicrosPerReq = &per
+	}
 	if tier != nil {
-		faults1, err := tier.tierSample(context.WithoutCancel(ctx))
+		faults1, err := tier.tierSample(context.WithoutCancel(ctx), res.OK+res.OverLimit > 0)
 		if err != nil {
 			return res, err
 		}

@@ -28,18 +28,20 @@ var tierFaults = []tierFault{
 	{"upstream_outages", "sluice_localfilter_upstream_outages_total", "", ""},
 }
 
-// tierDecisions is the family a tier's endpoint must serve: without it the
-// URL is not a sluice tier's, and zero faults would mean nothing.
+// tierDecisions is the family a tier's endpoint serves once it decided:
+// without it after a run the URL is not a sluice tier's, and zero faults
+// would mean nothing.
 const tierDecisions = "sluice_tier_decisions_total"
 
-// tierSample reads the tier's fault counters.
-func (m *metricsSampler) tierSample(ctx context.Context) (map[string]float64, error) {
+// tierSample reads the tier's fault counters; after a run (decided), the
+// endpoint must have counted decisions.
+func (m *metricsSampler) tierSample(ctx context.Context, decided bool) (map[string]float64, error) {
 	families, err := m.scrape(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if families[tierDecisions] == nil {
-		return nil, fmt.Errorf("tier metrics %s: no %s (a sluice sidecar or server has it once it decided)", m.url, tierDecisions)
+	if decided && families[tierDecisions] == nil {
+		return nil, fmt.Errorf("tier metrics %s: no %s after the run: not a sluice sidecar's or server's", m.url, tierDecisions)
 	}
 	out := make(map[string]float64, len(tierFaults))
 	for _, f := range tierFaults {

@@ -26,7 +26,7 @@ func TestTierFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := m.tierSample(context.Background())
+	before, err := m.tierSample(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestTierFaults(t *testing.T) {
 		t.Errorf("nothing moved: %v; want nil", d)
 	}
 	fallback.Store(42)
-	after, err := m.tierSample(context.Background())
+	after, err := m.tierSample(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,10 @@ func TestTierFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.tierSample(context.Background()); err == nil {
-		t.Error("tierSample of an endpoint without sluice_tier_decisions_total: nil error")
+	if _, err := m.tierSample(context.Background(), false); err != nil {
+		t.Errorf("before a run, an endpoint that decided nothing yet: %v", err)
+	}
+	if _, err := m.tierSample(context.Background(), true); err == nil {
+		t.Error("after a run, an endpoint without sluice_tier_decisions_total: nil error")
 	}
 }
