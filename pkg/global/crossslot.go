@@ -100,8 +100,12 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 		if !res[i].Allowed || it.Mode != algorithm.Take || it.Cost == 0 {
 			continue
 		}
+		var holder string
+		if carriesHolder(&it) {
+			holder = it.Params.Holder
+		}
 		c.keys = append(c.keys, it.Key)
-		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Cost, it.Params.Origin)
+		c.args = append(c.args, int(it.Params.Kind), it.Params.Limit, it.Params.Window, it.Cost, it.Params.Origin, holder)
 	}
 	if len(c.keys) == 0 {
 		r.calls.Put(c)

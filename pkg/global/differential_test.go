@@ -35,7 +35,7 @@ func TestDifferentialMemoryVsLua(t *testing.T) {
 	ctx := context.Background()
 
 	for _, backward := range []bool{false, true} {
-		for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
+		for _, kind := range algorithm.Kinds() {
 			name := kind.String() + "/forward"
 			if backward {
 				name = kind.String() + "/backward"
@@ -132,6 +132,7 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 					items[i].Cost = rng.Int64N(3*items[i].Params.Limit + 1)
 				}
 			}
+			withHolder(rng, &items[i])
 		}
 		want := make([]Result, n)
 		got := make([]Result, n)
@@ -188,7 +189,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	rng := rand.New(rand.NewPCG(11, 12))
 	var params []algorithm.Params
-	for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
+	for _, kind := range algorithm.Kinds() {
 		params = append(params,
 			algorithm.Params{Kind: kind, Limit: 5, Window: 3600 * sec, Burst: 4},
 			algorithm.Params{Kind: kind, Limit: 40, Window: 7200 * sec, Burst: 40},
@@ -215,6 +216,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 				case 2:
 					items[i].Mode = algorithm.GiveBack
 				}
+				withHolder(rng, &items[i])
 			}
 			w := make([]Result, len(items))
 			if err := mem.DecideAt(items, w, now); err != nil {
@@ -379,6 +381,7 @@ func TestDifferentialRefund(t *testing.T) {
 				for i := range items {
 					k := rng.IntN(len(keys))
 					items[i] = Item{Key: keys[k], Params: params[k%len(params)], Cost: rng.Int64N(4), Shadow: rng.IntN(8) == 0}
+					withHolder(rng, &items[i])
 				}
 				got := make([]Result, len(items))
 				began := time.Now()
@@ -400,6 +403,7 @@ func TestDifferentialRefund(t *testing.T) {
 				}
 				for k, key := range keys {
 					check := []Item{{Key: key, Params: params[k%len(params)]}}
+					withHolder(rng, &check[0]) // any: a zero-cost check takes nothing
 					got := make([]Result, 1)
 					began := time.Now()
 					if _, err := rs.decideGroup(ctx, check, got, now); err != nil {

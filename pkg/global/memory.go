@@ -31,10 +31,11 @@ type MemoryOptions struct {
 	// keys active within a window. Default DefaultMemoryKeys.
 	MaxKeys int
 	// MaxBytes bounds the memory the keys' state holds (an estimate that
-	// counts each key, its entry and a sliding log's runs), evicting as
-	// MaxKeys does: a sliding log of a large limit holds up to 2 × limit
-	// runs, so the number of keys alone does not bound memory. Default
-	// DefaultMemoryBytes.
+	// counts each key, its entry, a sliding log's runs and a concurrency
+	// limit's slots with their members' names), evicting as MaxKeys does:
+	// a sliding log or a concurrency limit of a large limit holds up to
+	// 2 × limit runs or slots, so the number of keys alone does not bound
+	// memory. Default DefaultMemoryBytes.
 	MaxBytes int64
 	// Shards is the number of independently locked shards, rounded up to
 	// a power of two. Default DefaultMemoryShards.
@@ -73,13 +74,20 @@ type memEntry struct {
 	prev, next *memEntry
 }
 
-// entryOverhead is what a key costs beyond its name and log: the entry
-// (about 130 bytes) and its place in the shard's map.
+// entryOverhead is what a key costs beyond its name, log and slots: the
+// entry (about 130 bytes) and its place in the shard's map.
 const entryOverhead = 176
 
-// entrySize estimates the memory of a key holding st.
+// entrySize estimates the memory of a key holding st. A slot's member is
+// counted whole: a holder's first unit is named by the request's own
+// string, which the slot keeps alive after the request.
 func entrySize(key string, st algorithm.State) int64 {
-	return entryOverhead + int64(len(key)) + int64(cap(st.Log))*int64(unsafe.Sizeof(algorithm.Run{}))
+	n := entryOverhead + int64(len(key)) + int64(cap(st.Log))*int64(unsafe.Sizeof(algorithm.Run{})) +
+		int64(cap(st.Slots))*int64(unsafe.Sizeof(algorithm.Slot{}))
+	for i := range st.Slots {
+		n += int64(len(st.Slots[i].Member))
+	}
+	return n
 }
 
 // NewMemory returns an empty in-memory store.

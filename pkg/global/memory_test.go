@@ -120,38 +120,52 @@ func BenchmarkMemoryDecide(b *testing.B) {
 }
 
 // TestMemoryBoundedInBytes: a store bounds the bytes its keys hold, not
-// only their number: sliding logs filled with many runs on many keys stay
-// within MaxBytes (the finding: 3,200 logged keys held 269 MB for an hour).
+// only their number: sliding logs filled with many runs, and concurrency
+// limits with many slots named by long holders, on many keys stay within
+// MaxBytes (the finding: 3,200 logged keys held 269 MB for an hour).
 func TestMemoryBoundedInBytes(t *testing.T) {
 	const budget = 1 << 20
-	m, err := NewMemory(MemoryOptions{MaxBytes: budget, Shards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := algorithm.Params{Kind: algorithm.SlidingLog, Limit: 10000, Window: 3600 * sec}
-	out := make([]Result, 1)
-	now := int64(1_780_000_000) * sec
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for k := range 200 {
-		for i := range 1000 {
-			now++ // a run per request
-			if err := m.DecideAt([]Item{{Key: fmt.Sprint(k), Params: p, Cost: int64(i%7 + 1)}}, out, now); err != nil {
+	for _, tc := range []struct {
+		p          algorithm.Params
+		keys, each int
+	}{
+		{algorithm.Params{Kind: algorithm.SlidingLog, Limit: 10000, Window: 3600 * sec}, 200, 1000},
+		// About 1,200 slots a key, each with a member of 64 bytes or more:
+		// 7 MB on 60 keys if the members went uncounted.
+		{algorithm.Params{Kind: algorithm.Concurrency, Limit: 10000, Window: 3600 * sec}, 60, 300},
+	} {
+		t.Run(tc.p.Kind.String(), func(t *testing.T) {
+			m, err := NewMemory(MemoryOptions{MaxBytes: budget, Shards: 4})
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if b := m.Bytes(); b > budget {
-			t.Fatalf("after %d keys: %d bytes held; want at most %d", k+1, b, budget)
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4*budget {
-		t.Errorf("heap grew %d bytes; want about the %d budget", grew, budget)
-	}
-	if n := m.Len(); n == 0 || n >= 200 {
-		t.Errorf("%d keys held; want the newest few, within the budget", n)
+			out := make([]Result, 1)
+			now := int64(1_780_000_000) * sec
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for k := range tc.keys {
+				for i := range tc.each {
+					now++ // a run per request
+					it := Item{Key: fmt.Sprint(k), Params: tc.p, Cost: int64(i%7 + 1)}
+					it.Params.Holder = fmt.Sprintf("%064d", i) // the longest a holder is
+					if err := m.DecideAt([]Item{it}, out, now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if b := m.Bytes(); b > budget {
+					t.Fatalf("after %d keys: %d bytes held; want at most %d", k+1, b, budget)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4*budget {
+				t.Errorf("heap grew %d bytes; want about the %d budget", grew, budget)
+			}
+			if n := m.Len(); n == 0 || n >= tc.keys {
+				t.Errorf("%d keys held; want the newest few, within the budget", n)
+			}
+		})
 	}
 }
 
@@ -188,7 +202,7 @@ func TestRefundsOnUnknownKeysHoldNothing(t *testing.T) {
 	}
 	out := make([]Result, 1)
 	for k, kind := range algorithm.Kinds() {
-		p := algorithm.Params{Kind: kind, Limit: 10, Window: 60e6, Burst: 10}
+		p := algorithm.Params{Kind: kind, Limit: 10, Window: 60e6, Burst: 10, Holder: "h"}
 		for i := range 10_000 {
 			it := Item{Key: fmt.Sprintf("refund-%d-\xff-%d", k, i), Params: p, Cost: 1 << 32, Mode: algorithm.GiveBack}
 			if err := m.DecideAt([]Item{it}, out, 1_780_000_000_000_000); err != nil || !out[0].Allowed {

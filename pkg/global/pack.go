@@ -19,12 +19,15 @@ const (
 	replyItemSize     = 33 // allowed (uint8); remaining, retry, reset, left (float64)
 )
 
-// Item flags, as the script reads them.
+// Item flags, as the script reads them. flagHolder says the item's
+// holder (Params.Holder, a string, with no room in a fixed-size item)
+// follows the packed requests as an argument of its own (appendHolders).
 const (
 	flagForce    = 1
 	flagShadow   = 2
 	flagCount    = 4
 	flagGiveBack = 8
+	flagHolder   = 16
 )
 
 // appendRequest packs one request of items at now (µs; negative for the
@@ -46,6 +49,9 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 		if it.Shadow {
 			flags |= flagShadow
 		}
+		if carriesHolder(it) {
+			flags |= flagHolder
+		}
 		b = append(b, byte(it.Params.Kind), flags)
 		for _, v := range [...]int64{it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, it.Params.Origin, it.Age} {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
@@ -53,6 +59,23 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 	}
 	return b
 }
+
+// appendHolders appends the holders of the items appendRequest flags
+// with flagHolder, in item order: the script's arguments after the packed
+// requests, as many as the flags it reads.
+func appendHolders(dst []string, items []Item) []string {
+	for i := range items {
+		if carriesHolder(&items[i]) {
+			dst = append(dst, items[i].Params.Holder)
+		}
+	}
+	return dst
+}
+
+// carriesHolder says whether its holder goes to the script: only for the
+// algorithm that reads one, so that the others' arguments stay as they
+// were.
+func carriesHolder(it *Item) bool { return it.Params.Kind == algorithm.Concurrency }
 
 // replyValues are the values unpackReply reads per item.
 const replyValues = 5

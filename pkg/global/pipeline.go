@@ -188,12 +188,13 @@ func (r *Redis) overdue(now time.Time) bool {
 // that share a slot (all of them on a single node, up to maxFusedItems
 // items) as one call, or one other call as it is.
 type fused struct {
-	script *redis.Script
-	decide bool
-	calls  []ref
-	keys   []string
-	blob   []byte // a decide call's packed requests
-	args   []any
+	script  *redis.Script
+	decide  bool
+	calls   []ref
+	keys    []string
+	blob    []byte   // a decide call's packed requests
+	holders []string // and their holders, in the same order
+	args    []any
 }
 
 // maxFusedItems bounds the items one fused decide call carries (a
@@ -228,10 +229,15 @@ func (r *Redis) fuse(batch []ref) []*fused {
 		f.calls = append(f.calls, rc)
 		f.keys = append(f.keys, c.keys...)
 		f.blob = append(f.blob, c.blob...)
+		f.holders = append(f.holders, c.holders...)
 	}
 	for _, f := range out {
 		if f.decide {
-			f.args = []any{f.blob}
+			f.args = make([]any, 0, 1+len(f.holders))
+			f.args = append(f.args, f.blob)
+			for _, h := range f.holders {
+				f.args = append(f.args, h)
+			}
 		}
 	}
 	return out

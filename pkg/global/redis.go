@@ -123,8 +123,9 @@ func (stallError) Error() string { return "redis store: Redis stopped answering"
 func (stallError) Stalled() bool { return true }
 
 // call is one script call waiting for a writer. A decide call (script
-// r.decide) carries one request, packed in blob (appendRequest); the
-// writer fuses the decide calls of a batch into one script call per slot.
+// r.decide) carries one request, packed in blob (appendRequest), and its
+// items' holders (appendHolders); the writer fuses the decide calls of a
+// batch into one script call per slot.
 // Other calls (the refund) carry their arguments in args.
 //
 // A call is answered once, by its writer or by the watchdog, whichever
@@ -138,6 +139,7 @@ type call struct {
 	script    *redis.Script
 	keys      []string
 	blob      []byte
+	holders   []string
 	args      []any
 	reply     []int64 // its own buffer: answer copies into it
 	err       error
@@ -333,6 +335,7 @@ func (r *Redis) decideCall(items []Item, now int64) *call {
 		now = -1 // the store's clock
 	}
 	c.blob = appendRequest(c.blob[:0], items, now)
+	c.holders = appendHolders(c.holders[:0], items)
 	return c
 }
 

@@ -91,6 +91,7 @@ func BenchmarkDecideScript(b *testing.B) {
 				for i := range b.N {
 					for j := range items {
 						items[j] = Item{Key: keys[(i*n+j)%len(keys)], Params: p, Cost: 1}
+						items[j].Params.Holder = strconv.Itoa(i*n + j) // a concurrency limit's: each request's own
 					}
 					if err := rs.Decide(context.Background(), items, out); err != nil {
 						b.Fatal(err)

@@ -66,7 +66,8 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // TestRedisConcurrentOneKey: 64 goroutines on 4 connections hammer one key
-// with limit L; exactly L are admitted plus what refills while they run.
+// with limit L; exactly L are admitted plus what refills while they run
+// (a concurrency limit's units, each request's own, are held an hour).
 func TestRedisConcurrentOneKey(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 4, MinIdleConns: 4})
@@ -75,7 +76,7 @@ func TestRedisConcurrentOneKey(t *testing.T) {
 	client.AddHook(hook)
 	rs := newRedisStore(t, RedisOptions{Client: client, Writers: 4})
 	const limit = 500
-	for _, kind := range []algorithm.Kind{algorithm.TokenBucket, algorithm.GCRA, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog} {
+	for _, kind := range algorithm.Kinds() {
 		t.Run(kind.String(), func(t *testing.T) {
 			// One hour windows: what refills during the test is computed below.
 			p := algorithm.Params{Kind: kind, Limit: limit, Window: 3600 * sec, Burst: limit}
@@ -85,13 +86,15 @@ func TestRedisConcurrentOneKey(t *testing.T) {
 			start := time.Now()
 			hook.trips.Store(0)
 			const callers, each = 64, 20
-			for range callers {
+			for g := range callers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					out := make([]Result, 1)
-					for range each {
-						if err := rs.Decide(context.Background(), []Item{{Key: key, Params: p, Cost: 1}}, out); err != nil {
+					for i := range each {
+						it := Item{Key: key, Params: p, Cost: 1}
+						it.Params.Holder = fmt.Sprint(g, "-", i)
+						if err := rs.Decide(context.Background(), []Item{it}, out); err != nil {
 							t.Error(err)
 							return
 						}
@@ -302,16 +305,19 @@ func TestFusedRequestFailsAlone(t *testing.T) {
 
 // TestRefundEveryKind: the refund script gives back exactly what a take
 // of each algorithm took, also on a sliding log whose later runs (another
-// request's, after the take) must keep their place and units.
+// request's, after the take) must keep their place and units, and on a
+// concurrency limit whose holder took again after the take.
 func TestRefundEveryKind(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t), InjectTime: true})
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	t0 := int64(1_780_000_020)*sec + 250_000
-	for kind := algorithm.Kind(0); kind <= algorithm.SlidingLog; kind++ {
+	for _, kind := range algorithm.Kinds() {
 		t.Run(kind.String(), func(t *testing.T) {
-			p := algorithm.Params{Kind: kind, Limit: 20, Window: 60 * sec, Burst: 20}
+			// One holder for every request: a concurrency limit's refund
+			// frees the holder's units of the take's time only.
+			p := algorithm.Params{Kind: kind, Limit: 20, Window: 60 * sec, Burst: 20, Holder: "req"}
 			key := Key(prefix, kind.String())
 			check := func(at int64) Result {
 				out := make([]Result, 1)
@@ -337,7 +343,7 @@ func TestRefundEveryKind(t *testing.T) {
 			if r := check(t0 + 1); r.Remaining != 18 {
 				t.Fatalf("after the refund: %+v; want 18 left (only the later 2 taken)", r)
 			}
-			if kind == algorithm.SlidingLog {
+			if kind == algorithm.SlidingLog || kind == algorithm.Concurrency {
 				// The later hits still leave the window when they should.
 				if r := check(t0 + 1 + p.Window); r.Remaining != 20 {
 					t.Errorf("after the later hits' window: %+v; want 20 left", r)

@@ -1,6 +1,7 @@
 -- sluice: state encoding and helpers shared by the algorithm scripts.
 -- A state is { exists, f, t, a, b } as in pkg/algorithm.State; the sliding
--- log's is { exists, base, first, nadd, addv } (see sliding_log.lua).
+-- log's and the concurrency limit's are their own (see sliding_log.lua and
+-- concurrency.lua).
 -- Numbers are stored with %.17g, which round-trips a double exactly, so the
 -- store computes on the same values as the in-memory store.
 

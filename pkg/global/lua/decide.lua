@@ -13,10 +13,14 @@
 --           n (H, its items), then per item ITEM: kind (B, pkg/algorithm.Kind:
 --           the ALGORITHMS table), flags (B: 1 force, consume even when it
 --           does not fit; 2 shadow; 4 count, consume and judge as a take;
---           8 give back, a refund: algorithm.GiveBack),
---           limit, window µs, burst, cost, origin µs (d: where windows
---           start, pkg/algorithm.Params.Origin), age µs (d: a force's
---           hits were admitted that long ago, algorithm.Record)
+--           8 give back, a refund: algorithm.GiveBack; 16 a holder
+--           follows, in ARGV[2...]), limit, window µs, burst, cost,
+--           origin µs (d: where windows start, pkg/algorithm.Params.Origin),
+--           age µs (d: a force's hits were admitted that long ago,
+--           algorithm.Record)
+-- ARGV[2...] the holders (algorithm.Params.Holder, a string: no room in a
+--           fixed-size item) of the items flagged 16, item after item,
+--           request after request
 -- Returns one string: per request now (d; -1 when its decision failed,
 -- the error in Redis's log), then per item REPLY: allowed (B), remaining,
 -- retry µs, reset µs, left (d: remaining unrounded).
@@ -36,13 +40,14 @@ local function earlier(items, i)
 end
 
 -- decide_request decides the n items at KEYS[k...], packed in blob from
--- pos, at now and appends the request's reply to out.
+-- pos, their holders from ARGV[h], at now and appends the request's reply
+-- to out.
 -- The tables a request works in, reused by the next request of the call
 -- (slots 1..n are written before they are read): a table costs Redis
 -- about half a microsecond, more than the arithmetic of a decision.
 local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
 
-local function decide_request(k, pos, n, now, out)
+local function decide_request(k, pos, n, h, now, out)
   for i = 1, n do
     local kind, flags, limit, window, burst, cost, origin, age = struct.unpack(ITEM, blob, pos)
     pos = pos + ITEM_SIZE
@@ -54,6 +59,10 @@ local function decide_request(k, pos, n, now, out)
     it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin, it.age = KEYS[k + i - 1], kind, limit, window, burst, cost, origin, age
     it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
     it.giveback = math.floor(flags / 8) % 2 == 1
+    it.holder = nil
+    if math.floor(flags / 16) % 2 == 1 then
+      it.holder, h = ARGV[h], h + 1
+    end
   end
 
   for i = 1, n do
@@ -127,8 +136,18 @@ while pos <= #blob do
 end
 prefetch(strings)
 
+-- holders is how many of the n items packed from pos carry a holder.
+local function holders(pos, n)
+  local c = 0
+  for i = 0, n - 1 do
+    if math.floor(string.byte(blob, pos + i * ITEM_SIZE + 1) / 16) % 2 == 1 then c = c + 1 end
+  end
+  return c
+end
+
 local clock
 local out = {}
+local h = 2
 pos, k = 1, 1
 while pos <= #blob do
   local now, n = struct.unpack(HEADER, blob, pos)
@@ -144,13 +163,13 @@ while pos <= #blob do
   -- reply is now = -1 and zeros, the others of the call stand. What it
   -- stored before failing stays, as it would in a call of its own.
   local mark = #out
-  local ok, err = pcall(decide_request, k, pos, n, now, out)
+  local ok, err = pcall(decide_request, k, pos, n, h, now, out)
   if not ok then
     redis.log(redis.LOG_WARNING, 'sluice decide: ' .. tostring(err))
     for i = #out, mark + 1, -1 do out[i] = nil end
     out[#out + 1] = struct.pack('<d', -1)
     for _ = 1, n do out[#out + 1] = struct.pack(REPLY, 0, 0, 0, 0, 0) end
   end
-  k, pos = k + n, pos + n * ITEM_SIZE
+  k, pos, h = k + n, pos + n * ITEM_SIZE, h + holders(pos, n)
 end
 return table.concat(out)

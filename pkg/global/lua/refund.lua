@@ -4,7 +4,8 @@
 -- pkg/algorithm.Refund.
 -- KEYS[i] the state of item i
 -- ARGV[1] the `now` the take ran at (its reply's first element)
--- ARGV[2+5(i-1) ...] per item: kind, limit, window µs, cost, origin µs
+-- ARGV[2+6(i-1) ...] per item: kind, limit, window µs, cost, origin µs,
+--   holder (algorithm.Params.Holder; empty for the kinds without one)
 
 -- refund_state gives back what a take of item.cost at taken consumed, as
 -- pkg/algorithm.Refund does, leaving the key's expiry as it was.
@@ -22,7 +23,7 @@ end
 
 local taken = tonumber(ARGV[1])
 for i = 1, #KEYS do
-  local b = 2 + (i - 1) * 5
+  local b = 2 + (i - 1) * 6
   refund_state({
     key = KEYS[i],
     kind = tonumber(ARGV[b]),
@@ -30,6 +31,7 @@ for i = 1, #KEYS do
     window = tonumber(ARGV[b + 2]),
     cost = tonumber(ARGV[b + 3]),
     origin = tonumber(ARGV[b + 4]),
+    holder = ARGV[b + 5],
   }, taken)
 end
 return {}
