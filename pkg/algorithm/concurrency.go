@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -128,8 +129,9 @@ func memberUnit(m, holder string) (int64, bool) {
 	if len(m) <= len(holder)+1 || m[:len(holder)] != holder || m[len(holder)] != 0 {
 		return 0, false
 	}
-	k, err := strconv.ParseInt(m[len(holder)+1:], 10, 64)
-	return k, err == nil && k > 1
+	digits := m[len(holder)+1:]
+	k, err := strconv.ParseInt(digits, 10, 64)
+	return k, err == nil && k > 1 && strconv.FormatInt(k, 10) == digits // as SlotMember writes it
 }
 
 // concurrencyGiveBack frees holder's units, up to cost of them: a refund
@@ -162,6 +164,8 @@ func validateConcurrency(p Params) error {
 		return errors.New("concurrency needs a holder: the request's own id, which its refund names")
 	case len(p.Holder) > MaxHolderLen:
 		return fmt.Errorf("holder of %d bytes: want at most %d", len(p.Holder), MaxHolderLen)
+	case strings.IndexByte(p.Holder, 0) >= 0:
+		return errors.New("holder contains NUL, which names a holder's further units (SlotMember)")
 	}
 	return nil
 }

@@ -147,9 +147,27 @@ func TestConcurrencyValidate(t *testing.T) {
 		{concurrencyParams(5, sec, ""), false},
 		{concurrencyParams(MaxConcurrencyLimit+1, sec, "h"), false},
 		{concurrencyParams(5, sec, string(make([]byte, MaxHolderLen+1))), false},
+		{concurrencyParams(5, sec, "a\x002"), false},
 	} {
 		if err := tc.p.Validate(); (err == nil) != tc.ok {
 			t.Errorf("Validate(%+v) = %v; want ok %v", tc.p, err, tc.ok)
+		}
+	}
+}
+
+// A unit's name is the holder's only as SlotMember writes it: "a\x0005"
+// and "a\x00+5" are no units of a.
+func TestMemberUnit(t *testing.T) {
+	for _, tc := range []struct {
+		m    string
+		k    int64
+		ours bool
+	}{
+		{"a", 1, true}, {SlotMember("a", 5), 5, true}, {"a\x0005", 0, false}, {"a\x00+5", 0, false},
+		{"a\x001", 0, false}, {"ab", 0, false}, {"b\x002", 0, false},
+	} {
+		if k, ok := memberUnit(tc.m, "a"); ok != tc.ours || ok && k != tc.k {
+			t.Errorf("memberUnit(%q, a) = %d, %v; want %d, %v", tc.m, k, ok, tc.k, tc.ours)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
@@ -283,11 +284,12 @@ const holderPart = "\x00holder"
 
 // holderOf is the holder named by descriptor i of req: the value of its
 // last entry, the limit's own (config.RateLimit.Holder). A value longer
-// than algorithm.MaxHolderLen is named by its hash instead, so any request
-// id fits and no value grows a key's state.
+// than algorithm.MaxHolderLen, or holding a NUL (which names a holder's
+// further units), is named by its hash instead, so any request id fits
+// and no value grows a key's state.
 func holderOf(req Request, i int) string {
 	_, v := req.Entry(i, req.Entries(i)-1)
-	if len(v) <= algorithm.MaxHolderLen {
+	if len(v) <= algorithm.MaxHolderLen && strings.IndexByte(v, 0) < 0 {
 		return v
 	}
 	sum := sha256.Sum256([]byte(v))
