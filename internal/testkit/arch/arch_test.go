@@ -110,7 +110,7 @@ var allowed = map[string][]string{
 	"pkg/rls":       {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth", "pkg/share", "pkg/wire"},
 	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/cache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rls", "pkg/share", "pkg/topkeys"},
 	"pkg/localtier": {"pkg/algorithm", "pkg/config", "pkg/cache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/lrumap", "pkg/rls", "pkg/share", "pkg/console"},
-	"pkg/httplimit": {"pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/server", "pkg/wire"},
+	"pkg/httplimit": {"pkg/algorithm", "pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/server", "pkg/wire"},
 }
 
 // TestCoreKnowsNoWire fails when a core package reaches gRPC, protobuf,
