@@ -167,6 +167,10 @@ type Result struct {
 	// which is also how long the state must be kept; zero means the state
 	// can be dropped now.
 	ResetAfter int64
+	// Given, for a refund (GiveBack), is what it gave back of its cost: at
+	// most what the key held as consumed; the rest was clipped. Zero for
+	// other decisions.
+	Given float64
 }
 
 // State is the stored state of one key under any algorithm. Exists is

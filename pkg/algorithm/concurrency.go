@@ -137,9 +137,10 @@ func memberUnit(m, holder string) (int64, bool) {
 // concurrencyGiveBack frees holder's units, up to cost of them: a refund
 // of a holder that holds none (it expired, or was refused and took
 // nothing) frees nothing.
-func concurrencyGiveBack(s State, p Params, now, cost int64) State {
-	slots := dropUnits(liveSlots(s.Slots, p, &now), p.Holder, cost, -1)
-	return State{Exists: len(slots) > 0, Slots: slots}
+func concurrencyGiveBack(s State, p Params, now, cost int64) (State, float64) {
+	live := liveSlots(s.Slots, p, &now)
+	slots := dropUnits(live, p.Holder, cost, -1)
+	return State{Exists: len(slots) > 0, Slots: slots}, float64(len(live) - len(slots))
 }
 
 // concurrencyRefund undoes a Take at taken: the holder's units taken then.

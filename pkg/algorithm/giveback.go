@@ -16,46 +16,50 @@ import (
 // too, and is given back first.
 //
 // The Result is a zero-cost check of the key after the refund, the limit's
-// remaining then, always Allowed: a refund is never refused. p must be
+// remaining then, always Allowed: a refund is never refused; its Given is
+// what the refund gave back of its cost (the rest is clipped). p must be
 // valid.
 func giveBack(s State, p Params, now, cost int64) (State, Result) {
+	var given float64
 	if cost > 0 {
-		s = kinds[p.Kind].giveBack(s, p, now, cost)
+		s, given = kinds[p.Kind].giveBack(s, p, now, cost)
 	}
 	_, r := decide(s, p, now, 0, Take)
-	r.Allowed, r.RetryAfter = true, 0
+	r.Allowed, r.RetryAfter, r.Given = true, 0, given
 	return s, r
 }
 
-func tokenBucketGiveBack(s State, p Params, now, cost int64) State {
+func tokenBucketGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	if !s.Exists {
-		return s // a fresh key is a full bucket
+		return s, 0 // a fresh key is a full bucket
 	}
 	s, _ = tokenBucket(s, p, now, 0, Take) // refilled to now
+	old := s.Level
 	s.Level = math.Min(float64(p.Burst), s.Level+float64(cost))
-	return s
+	return s, math.Max(0, s.Level-old)
 }
 
-func gcraGiveBack(s State, p Params, now, cost int64) State {
+func gcraGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	if !s.Exists || s.Level <= float64(now) {
-		return s // nothing consumed
+		return s, 0 // nothing consumed
 	}
 	interval := float64(p.Window) / float64(p.Limit)
+	old := s.Level
 	s.Level = math.Max(float64(now), s.Level-float64(float64(cost)*interval))
-	return s
+	return s, (old - s.Level) / interval
 }
 
-func fixedWindowGiveBack(s State, p Params, now, cost int64) State {
+func fixedWindowGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	if !s.Exists {
-		return s
+		return s, 0
 	}
 	start, count, prev := fixedWindowAt(s, p, now)
-	return State{Exists: true, Time: start, Count: max(0, count-cost), PrevCount: prev}
+	return State{Exists: true, Time: start, Count: max(0, count-cost), PrevCount: prev}, float64(min(count, cost))
 }
 
-func slidingWindowGiveBack(s State, p Params, now, cost int64) State {
+func slidingWindowGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	if !s.Exists {
-		return s
+		return s, 0
 	}
 	start := windowStart(now, p.Window, p.Origin)
 	var curr, prev int64
@@ -65,13 +69,14 @@ func slidingWindowGiveBack(s State, p Params, now, cost int64) State {
 	case s.Time == start-p.Window:
 		prev = s.Count
 	}
-	return State{Exists: true, Time: start, Count: max(0, curr-cost), PrevCount: prev}
+	return State{Exists: true, Time: start, Count: max(0, curr-cost), PrevCount: prev}, float64(min(curr, cost))
 }
 
 // slidingLogGiveBack drops the log's newest cost units still in its
 // window (newest first, so that its times stay in order). It never writes
 // to an element of s.Log.
-func slidingLogGiveBack(s State, p Params, now, cost int64) State {
+func slidingLogGiveBack(s State, p Params, now, cost int64) (State, float64) {
+	asked := cost
 	log := s.Log
 	if k := len(log); k > 0 && log[k-1].T > now {
 		now = log[k-1].T // the clock went back, as in slidingLog
@@ -84,10 +89,11 @@ func slidingLogGiveBack(s State, p Params, now, cost int64) State {
 			copy(grown, log)
 			grown[len(log)-1] = Run{T: last.T, N: last.N - cost, Total: last.Total - cost}
 			log = grown
+			cost = 0
 			break
 		}
 		cost -= last.N
 		log = log[: len(log)-1 : len(log)-1] // what is appended next must not overwrite it
 	}
-	return State{Exists: len(log) > 0, Log: log}
+	return State{Exists: len(log) > 0, Log: log}, float64(asked - cost)
 }

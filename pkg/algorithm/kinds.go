@@ -13,8 +13,9 @@ type spec struct {
 	// refund gives back what a Take of cost at taken (the `now` it was
 	// decided at) consumed (see Refund).
 	refund func(s State, p Params, taken, cost int64) State
-	// giveBack gives cost back to s at now (see GiveBack).
-	giveBack func(s State, p Params, now, cost int64) State
+	// giveBack gives cost back to s at now (see GiveBack), and says how
+	// much of it it gave back.
+	giveBack func(s State, p Params, now, cost int64) (State, float64)
 	// record forces cost admitted at `at`, a window ago at most, into s at
 	// now (see Record); nil: charged at now, as a Force (the buckets, whose
 	// refill since at the charge only makes conservative).

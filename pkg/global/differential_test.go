@@ -151,7 +151,7 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 			}
 			// Durations may differ by 1µs: a ceiling of a quotient that
 			// lands within a rounding error of a whole µs.
-			if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 || math.Abs(g.Left-w.Left) > 1e-6 {
+			if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 || math.Abs(g.Left-w.Left) > 1e-6 || math.Abs(g.Given-w.Given) > 1e-6 {
 				t.Fatalf("step %d item %d (%+v) at %d: lua %+v; memory %+v", step, i, items[i], now, g, w)
 			}
 		}
@@ -239,7 +239,7 @@ func TestDifferentialFusedRequests(t *testing.T) {
 			for j := range got {
 				g, w := got[j], want[i][j]
 				compared++
-				if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 || math.Abs(g.Left-w.Left) > 1e-6 {
+				if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 || math.Abs(g.Left-w.Left) > 1e-6 || math.Abs(g.Given-w.Given) > 1e-6 {
 					t.Fatalf("round %d request %d item %d (%+v): fused lua %+v; memory %+v", round, i, j, requests[i][j], g, w)
 				}
 			}
@@ -433,7 +433,7 @@ func compare(t *testing.T, step int, items []Item, got, want []Result) {
 func differ(got, want []Result) bool {
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 {
+		if g.Allowed != w.Allowed || g.Remaining != w.Remaining || abs(g.RetryAfter-w.RetryAfter) > 1 || abs(g.ResetAfter-w.ResetAfter) > 1 || math.Abs(g.Given-w.Given) > 1e-6 {
 			return true
 		}
 	}

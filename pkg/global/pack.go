@@ -84,8 +84,10 @@ const replyValues = 5
 func replySize(n int) int { return replyHeaderSize + n*replyItemSize }
 
 // unpackReply reads the reply to a request of n items from the start of s
-// into dst as now, then allowed (0 or 1), remaining, retry, reset and the
-// bits of left (a float64: math.Float64frombits) per item.
+// into dst as now, then allowed (0 or 1), remaining, the bits of retry,
+// reset and the bits of left (retry and left are float64s:
+// math.Float64frombits) per item. A refund's retry is what it gave back
+// (readDecide).
 func unpackReply(dst []int64, s string, n int) ([]int64, error) {
 	if len(s) < replySize(n) {
 		return dst, fmt.Errorf("redis store: decide replied %d bytes for %d items", len(s), n)
@@ -93,7 +95,7 @@ func unpackReply(dst []int64, s string, n int) ([]int64, error) {
 	dst = append(dst, int64(float64At(s, 0)))
 	for i := range n {
 		at := replyHeaderSize + i*replyItemSize
-		dst = append(dst, int64(s[at]), int64(float64At(s, at+1)), int64(float64At(s, at+9)), int64(float64At(s, at+17)),
+		dst = append(dst, int64(s[at]), int64(float64At(s, at+1)), int64(math.Float64bits(float64At(s, at+9))), int64(float64At(s, at+17)),
 			int64(math.Float64bits(float64At(s, at+25))))
 	}
 	return dst, nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 // Scripter is what the Redis store needs of a client. *redis.Client
@@ -349,7 +351,13 @@ func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 	}
 	for i := range items {
 		v := reply[1+replyValues*i:]
-		out[i] = Result{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3], Left: math.Float64frombits(uint64(v[4]))}
+		out[i] = Result{Allowed: v[0] == 1, Remaining: v[1], ResetAfter: v[3], Left: math.Float64frombits(uint64(v[4]))}
+		retry := math.Float64frombits(uint64(v[2]))
+		if items[i].Mode == algorithm.GiveBack {
+			out[i].Given = retry // a refund's retry slot carries it (lua/common.lua)
+		} else {
+			out[i].RetryAfter = int64(retry)
+		}
 	}
 	return reply[0], nil
 }

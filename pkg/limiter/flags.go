@@ -52,6 +52,7 @@ func (s *Service) refundAlone(ctx context.Context, d *decision) {
 	for k, j := range at {
 		d.store.Results[j] = sub.Results[k]
 	}
+	d.storeRefunds = sub.Source == ""
 	s.flag(d.cfg, &sub, s.opts.Now())
 }
 

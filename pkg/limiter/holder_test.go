@@ -3,6 +3,8 @@ package limiter
 import (
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const holderConfig = `domain: ai
@@ -50,5 +52,49 @@ func TestHolders(t *testing.T) {
 	}
 	if a := call("d", false); a.Overall != OK {
 		t.Fatalf("after a refund: %s; want OK (never flagged over limit)", verdict(a))
+	}
+}
+
+// Refunds are counted in units, applied or clipped: what the key held as
+// consumed comes back, the rest is clipped (a bucket already full, a
+// holder holding nothing), and a refund is no decision.
+func TestRefundMetrics(t *testing.T) {
+	h := start(t, Options{Config: configOf(t, holderConfig+`  - key: tokens
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`), Refunds: true})
+	refund := func(d descriptor, n uint64) {
+		t.Helper()
+		d = d.costing(n)
+		d.refund = true
+		h.decide(t, &testRequest{domain: "ai", descs: []descriptor{d}})
+	}
+	charge := func(d descriptor, n uint64) {
+		t.Helper()
+		if a := h.decide(t, &testRequest{domain: "ai", descs: []descriptor{d.costing(n)}}); a.Overall != OK {
+			t.Fatalf("charge: %s", verdict(a))
+		}
+	}
+	tokens, req := desc("tokens", "acme"), desc("tenant", "acme", "request_id", "r1")
+	charge(tokens, 4)
+	refund(tokens, 10) // 4 back, 6 clipped at the full bucket
+	charge(req, 1)
+	refund(req, 1)
+	refund(desc("tenant", "acme", "request_id", "never-took"), 1)
+	count := func(limit, result string) float64 {
+		return testutil.ToFloat64(h.metrics.refunds.WithLabelValues("ai", limit, result))
+	}
+	for _, c := range []struct {
+		limit, result string
+		want          float64
+	}{
+		{"ai.tokens", "applied", 4}, {"ai.tokens", "clipped", 6},
+		{"ai.tenant.request_id", "applied", 1}, {"ai.tenant.request_id", "clipped", 1},
+	} {
+		if got := count(c.limit, c.result); got != c.want {
+			t.Errorf("sluice_refunds_total{limit=%q, result=%q} = %v; want %v", c.limit, c.result, got, c.want)
+		}
+	}
+	if n := testutil.ToFloat64(h.metrics.decisions.WithLabelValues("ai", "ai.tokens", "ok")); n != 1 {
+		t.Errorf("ai.tokens decisions ok = %v; want 1 (the charge; a refund is no decision)", n)
 	}
 }

@@ -28,6 +28,7 @@ type Metrics struct {
 	tiers          *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
 	detailed       *prometheus.CounterVec
+	refunds        *prometheus.CounterVec
 	cacheHits      prometheus.Counter
 	logsSuppressed prometheus.Counter
 	Store          *StoreMetrics
@@ -73,6 +74,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_detailed_decisions_total",
 			Help: "Decisions of detailed_metric limits, labelled with the request's descriptor values (at most 10000 labels, then _overflow; labels past 256 bytes by digest).",
 		}, []string{"domain", "limit", "descriptor", "result"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_refunds_total",
+			Help: "Units refunds (Envoy's is_negative_hits) asked back, by domain, limit and result: applied (given back) or clipped (beyond what the key held as consumed: a bucket already full, a window already empty, a holder holding nothing).",
+		}, []string{"domain", "limit", "result"}),
 		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_flag_cache_hits_total",
 			Help: "Requests answered over limit from the flag cache, without a store call.",
@@ -101,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}, []string{"mode"}),
 		},
 	}
-	reg.MustRegister(m.requests, m.tiers, m.decisions, m.detailed, m.cacheHits, m.logsSuppressed,
+	reg.MustRegister(m.requests, m.tiers, m.decisions, m.detailed, m.refunds, m.cacheHits, m.logsSuppressed,
 		m.Store.latency, m.Store.errors, m.Store.up, m.Store.failureMode)
 	m.Store.up.Set(1)
 	// Every code from the start, so that a rate over them is 0, not
@@ -174,6 +179,16 @@ func (m *Metrics) sourceDecision(source Source, result string) {
 	if m != nil {
 		m.tiers.WithLabelValues(string(source), result).Inc()
 	}
+}
+
+// refund counts a refund of asked units on a limit, given of them applied.
+func (m *Metrics) refund(domain, limit string, given, asked float64) {
+	if m == nil {
+		return
+	}
+	given = min(max(given, 0), asked)
+	m.refunds.WithLabelValues(domain, limit, "applied").Add(given)
+	m.refunds.WithLabelValues(domain, limit, "clipped").Add(asked - given)
 }
 
 func (m *Metrics) cacheHit() {

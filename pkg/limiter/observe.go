@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
 )
 
@@ -18,6 +19,12 @@ func (s *Service) observe(d *decision) {
 	b := &d.batch
 	for j, l := range b.Limits {
 		r := b.Results[j]
+		if b.Items[j].Mode == algorithm.GiveBack {
+			if d.storeRefunds {
+				s.opts.Metrics.refund(b.Request.Domain(), l.PolicyName(), r.Given, float64(b.Items[j].Cost))
+			}
+			continue // a refund is no decision: never refused, never over limit
+		}
 		result := "ok"
 		switch {
 		case !r.Allowed && l.ShadowMode:

@@ -35,6 +35,9 @@ type decision struct {
 	cached bool
 	// source decided the request; empty when no limit applied.
 	source Source
+	// storeRefunds: a store decided the request's refunds, so their
+	// results say what each gave back (algorithm.Result.Given).
+	storeRefunds bool
 	answer Answer
 
 	// The slices' backing arrays for a small request.

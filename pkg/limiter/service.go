@@ -274,7 +274,7 @@ func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*de
 		}
 		d.source = d.store.Source
 		if d.source == "" {
-			d.source = SourceStore
+			d.source, d.storeRefunds = SourceStore, true
 		}
 		d.batch.Unavailable = d.store.Unavailable
 		s.flag(cfg, &d.store, now)

@@ -131,10 +131,12 @@ local function decide(st, p, now, cost, force, count, giveback)
   local a = algorithm_of(p.kind)
   if giveback then
     -- A refund (algorithm.GiveBack): never refused; the key as it is
-    -- after it, checked at zero cost.
-    if cost > 0 then st = a.give_back(st, p, now, cost) end
+    -- after it, checked at zero cost. Its retry, always 0, carries what it
+    -- gave back (Result.Given; pkg/global's readDecide).
+    local given = 0
+    if cost > 0 then st, given = a.give_back(st, p, now, cost) end
     local _, r = a.decide(st, p, now, 0, false)
-    r.allowed, r.retry = true, 0
+    r.allowed, r.retry = true, given
     return st, r
   end
   if force or count then

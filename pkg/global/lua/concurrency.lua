@@ -284,6 +284,7 @@ end
 -- concurrencyGiveBack: up to cost of the holder's units, the newest
 -- first: those this request took, then the stored ones.
 function concurrency.give_back(st, p, now, cost)
+  local asked = cost
   local nst = live(st, p, now)
   for i = #nst.new, 1, -1 do
     if cost == 0 then break end
@@ -296,10 +297,12 @@ function concurrency.give_back(st, p, now, cost)
   end
   if cost > 0 then
     local units = stored_units(nst, p.holder)
-    for i = 1, math.min(cost, #units) do nst.gone[units[i].m] = units[i].t end
+    local n = math.min(cost, #units)
+    for i = 1, n do nst.gone[units[i].m] = units[i].t end
+    cost = cost - n
   end
   nst.exists = count(nst) > 0
-  return nst
+  return nst, asked - cost
 end
 
 -- refund: only the refund script includes what follows.

@@ -54,9 +54,9 @@ end
 -- fixedWindowGiveBack: the current window's count down by the cost, to 0
 -- at most; a closed window's is left as it is.
 function fixed_window.give_back(st, p, now, cost)
-  if not st.exists then return st end
+  if not st.exists then return st, 0 end
   local start, count, prev = at(st, p, now)
-  return { exists = true, t = start, a = math.max(0, count - cost), b = prev }
+  return { exists = true, t = start, a = math.max(0, count - cost), b = prev }, math.min(count, cost)
 end
 
 -- refund: only the refund script includes what follows.

@@ -30,8 +30,10 @@ end
 
 -- gcraGiveBack: the arrival time back by the cost, to now at most.
 function gcra.give_back(st, p, now, cost)
-  if not st.exists or st.f <= now then return st end
-  return { exists = true, f = math.max(now, st.f - cost * (p.window / p.limit)) }
+  if not st.exists or st.f <= now then return st, 0 end
+  local interval = p.window / p.limit
+  local f = math.max(now, st.f - cost * interval)
+  return { exists = true, f = f }, (st.f - f) / interval
 end
 
 -- refund: only the refund script includes what follows.

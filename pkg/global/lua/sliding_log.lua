@@ -161,6 +161,7 @@ end
 -- slidingLogGiveBack: the newest cost units still in the window go, newest
 -- first: runs appended by this request, then stored runs, cut from the end.
 function sliding_log.give_back(st, p, now, cost)
+  local asked = cost
   local nst = copy(st)
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
@@ -182,7 +183,7 @@ function sliding_log.give_back(st, p, now, cost)
     end
   end
   nst.exists = log_units(nst) > 0
-  return nst
+  return nst, asked - cost
 end
 
 -- refund: only the refund script includes what follows.

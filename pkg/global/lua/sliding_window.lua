@@ -67,7 +67,7 @@ end
 -- slidingWindowGiveBack: the current window's count down by the cost, to 0
 -- at most; the previous window's is left as it is.
 function sliding_window.give_back(st, p, now, cost)
-  if not st.exists then return st end
+  if not st.exists then return st, 0 end
   local start = window_start(now, p.window, p.origin)
   local curr, prev = 0, 0
   if st.t >= start then
@@ -75,7 +75,7 @@ function sliding_window.give_back(st, p, now, cost)
   elseif st.t == start - p.window then
     prev = st.a
   end
-  return { exists = true, t = start, a = math.max(0, curr - cost), b = prev }
+  return { exists = true, t = start, a = math.max(0, curr - cost), b = prev }, math.min(curr, cost)
 end
 
 -- refund: only the refund script includes what follows.

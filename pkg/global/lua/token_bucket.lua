@@ -32,10 +32,11 @@ end
 
 -- tokenBucketGiveBack: refilled to now, then the cost back, up to the burst.
 function token_bucket.give_back(st, p, now, cost)
-  if not st.exists then return st end
+  if not st.exists then return st, 0 end
   local nst = token_bucket.decide(st, p, now, 0, false)
+  local old = nst.f
   nst.f = math.min(p.burst, nst.f + cost)
-  return nst
+  return nst, math.max(0, nst.f - old)
 end
 
 -- refund: only the refund script includes what follows.
