@@ -38,7 +38,7 @@ type decision struct {
 	// storeRefunds: a store decided the request's refunds, so their
 	// results say what each gave back (algorithm.Result.Given).
 	storeRefunds bool
-	answer Answer
+	answer       Answer
 
 	// The slices' backing arrays for a small request.
 	small struct {
