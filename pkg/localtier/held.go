@@ -26,12 +26,12 @@ func holds(b *limiter.Batch) bool {
 }
 
 // central decides b by the upstream's answer to a call of its own. When
-// there is none (the upstream away, slow or failing) it fails open: the
-// request is admitted, marked degraded, and nothing is recorded for it.
-// Its holder's refund, when it comes, frees what the upstream took of it,
-// or nothing; a unit the upstream took and no refund frees comes back at
-// its TTL. So the count never falls below the truth and never stays above
-// it longer than the TTL.
+// there is none (the upstream away, slow or failing) it fails open, as
+// every limiter here does: the request is admitted, marked degraded, and
+// nothing is recorded for it, so while the upstream does not answer the
+// count misses the requests admitted so. Its holder's refund, when it
+// comes, frees what the upstream took of it, or nothing; a refund the
+// upstream does not answer is lost, and its unit comes back at its TTL.
 func (t *Tier) central(ctx context.Context, b *limiter.Batch) error {
 	probe, ok := t.br.Allow()
 	if !ok {

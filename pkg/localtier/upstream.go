@@ -64,8 +64,8 @@ func (t *Tier) callTimeout(ctx context.Context, kind string) time.Duration {
 }
 
 // request builds an upstream request: each descriptor with its cost as an
-// explicit hits_addend (a refund's marked is_negative_hits), its entries and any limit override shared with the
-// caller's descriptor (read only).
+// explicit hits_addend (a refund's marked is_negative_hits), its entries
+// and any limit override shared with the caller's descriptor (read only).
 func request(b *limiter.Batch) *rlsv3.RateLimitRequest {
 	req := &rlsv3.RateLimitRequest{Domain: b.Request.Domain(), Descriptors: make([]*ratelimitv3.RateLimitDescriptor, len(b.Items))}
 	for i, it := range b.Items {
