@@ -15,10 +15,9 @@
 -- key; without it the bound is 1. Where the bound is high for the set's
 -- size (a holder once took thousands), the give back scans the set
 -- instead (ZSCAN MATCH: in Redis 7.0 about a third of a probe's cost a
--- member). The bound, and a take's probes, count the numbers takes gave:
--- where a holder holds NUL, Go's names are ambiguous (a NUL 2 is a's
--- second unit and the first of the holder a NUL 2), and the two can
--- differ.
+-- member). The bound, and a take's probes, count the numbers takes gave.
+-- A holder holds no NUL (algorithm.Params.Validate), so no name is two
+-- holders' units.
 --
 -- In a script the state is the stored set, read as needed (stored: what
 -- was read, shared by the states decided from one load, since the set
