@@ -25,20 +25,26 @@ func holds(b *limiter.Batch) bool {
 	return false
 }
 
-// central decides b by the upstream's answer to a call of its own. When
-// there is none (the upstream away, slow or failing) it fails open, as
-// every limiter here does: the request is admitted, marked degraded, and
-// nothing is recorded for it, so while the upstream does not answer the
-// count misses the requests admitted so. Its holder's refund, when it
-// comes, frees what the upstream took of it, or nothing; a refund the
-// upstream does not answer is lost, and its unit comes back at its TTL.
+// central decides b by the upstream's answer to a call of its own. No
+// local answer can stand in for it, so it waits as long as the caller's
+// deadline allows, up to a record call's bound (a busy upstream answers
+// within it): a flood on a saturated machine is when a concurrency limit
+// matters. A request of refunds alone waits so even after its caller left
+// (Envoy's stream-end call does not wait for its answer): a refund lost
+// holds its unit for a whole TTL. When there is no answer (the upstream
+// away, or slower than that) it fails open, as every limiter here does:
+// the request is admitted, marked degraded, and holds no unit; a refund
+// is lost, and its unit comes back at its TTL.
 func (t *Tier) central(ctx context.Context, b *limiter.Batch) error {
 	probe, ok := t.br.Allow()
 	if !ok {
 		t.failOpen(b)
 		return nil
 	}
-	resp, md, err := t.call(ctx, request(b), rls.SidecarSync, t.callTimeout(ctx, rls.SidecarSync))
+	if b.Refunds() == len(b.Items) {
+		ctx = context.WithoutCancel(ctx)
+	}
+	resp, md, err := t.call(ctx, request(b), rls.SidecarSync, limiter.WithinDeadline(ctx, max(t.opts.Timeout, recordTimeout)))
 	switch {
 	case err == nil:
 		t.br.Success(probe)
