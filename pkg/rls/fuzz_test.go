@@ -23,7 +23,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/wire"
 )
 
-// fuzzConfig has every algorithm, the largest sliding log a file may have,
+// fuzzConfig has every algorithm (a concurrency limit named by its
+// holder too), the largest sliding log a file may have,
 // wildcards, nesting, shadow mode, a block, replaces and detailed metrics.
 const fuzzConfig = testConfig + `  - key: log
     rate_limit: {unit: hour, requests_per_unit: 10000, algorithm: sliding_log}
@@ -35,6 +36,10 @@ const fuzzConfig = testConfig + `  - key: log
     rate_limit: {unit: minute, requests_per_unit: 0, name: scanners}
   - key: agent
     rate_limit: {unit: year, unit_multiplier: 100, requests_per_unit: 4294967295, algorithm: sliding_window}
+  - key: inflight
+    descriptors:
+      - key: id
+        rate_limit: {unit: minute, requests_per_unit: 3, algorithm: concurrency, holder: true}
 `
 
 // fuzzInput is one request the fuzzers build: entries whose bytes may be
@@ -67,6 +72,8 @@ func addSeeds(f *testing.F) {
 		{"edge", "window", "w", "", "", 1, 0, false, 5, 6, 293, false, 1},
 		{"edge", "agent", "z", "", "", 0, 0, false, 7, 6, 100, true, 2},
 		{"edge", "gcra", "r\xff", "log", "l", 0, 1 << 32, true, 0, 0, 0, false, 130},
+		{"edge", "inflight", "t", "id", "r\x00" + long, 0, 1 << 32, true, 0, 0, 0, false, 131},
+		{"edge", "inflight", "t", "id", "r", 2, 0, false, 3, 2, 0, true, 8},
 	} {
 		f.Add(in.domain, in.k1, in.v1, in.k2, in.v2, in.hits, in.dhits, in.setHits, in.rpu, in.unit, in.mult, in.record, in.n)
 	}
