@@ -39,6 +39,16 @@ func ConnManagers(b *bootstrapv3.Bootstrap) ([]ConnManager, error) {
 	return out, nil
 }
 
+// RouteProxy returns the Proxy of a rate limit filter named
+// envoy.filters.http.ratelimit, configured by filter, in front of the
+// routes of rc: a RouteConfiguration file, as the envoy/ route examples
+// are, without a bootstrap around it.
+func RouteProxy(rc *routev3.RouteConfiguration, filter *ratelimitv3.RateLimit) *Proxy {
+	hcm := &hcmv3.HttpConnectionManager{RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}}
+	return &Proxy{cm: ConnManager{Where: "route configuration " + rc.GetName(), HCM: hcm},
+		filter: Filter{Name: "envoy.filters.http.ratelimit", Config: filter}}
+}
+
 // Filter is the rate limit filter of a connection manager: its name (the
 // key of its typed_per_filter_config) and its config.
 type Filter struct {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -22,6 +23,10 @@ type Request struct {
 	Host   string      // the :authority
 	Header http.Header // the other headers, X-Forwarded-For among them
 	Peer   string      // the TCP peer's IP address
+	// Metadata is the stream's dynamic metadata when it ends, by
+	// "namespace:key" (what %DYNAMIC_METADATA(namespace:key)% reads), as
+	// filters of the chain wrote it: a hits_addend format's source.
+	Metadata map[string]string
 }
 
 // header returns the first value of header name, pseudo-headers included.
@@ -47,8 +52,8 @@ func (r Request) header(name string) (string, bool) {
 }
 
 // Proxy is the rate limit filter of one Envoy bootstrap's connection
-// manager: it computes the RateLimitRequest the filter sends for an HTTP
-// request.
+// manager: it computes the RateLimitRequests the filter sends for an HTTP
+// request, when it starts and when its stream ends.
 type Proxy struct {
 	cm     ConnManager
 	filter Filter
@@ -74,9 +79,23 @@ func NewProxy(b *bootstrapv3.Bootstrap) (*Proxy, error) {
 }
 
 // RateLimitRequest returns what the filter sends the rate limit service for
-// req and the name of the route req matched; nil when the route produces
-// no descriptor (the filter then makes no call) or no route matches.
+// req when it starts and the name of the route req matched; nil when the
+// route produces no descriptor (the filter then makes no call) or no route
+// matches.
 func (p *Proxy) RateLimitRequest(req Request) (*rlsv3.RateLimitRequest, string, error) {
+	return p.phase(req, false)
+}
+
+// StreamDoneRequest is what the filter sends when req's stream ends: the
+// descriptors of the entries with apply_on_stream_done, and only those
+// (Envoy's filter, onDestroy). Envoy sends it whatever the answer to the
+// first call was, refused requests' included, unless the stream was reset
+// while that call was in flight.
+func (p *Proxy) StreamDoneRequest(req Request) (*rlsv3.RateLimitRequest, string, error) {
+	return p.phase(req, true)
+}
+
+func (p *Proxy) phase(req Request, streamDone bool) (*rlsv3.RateLimitRequest, string, error) {
 	vh, r, err := p.route(req)
 	if err != nil || r == nil {
 		return nil, "", err
@@ -92,7 +111,7 @@ func (p *Proxy) RateLimitRequest(req Request) (*rlsv3.RateLimitRequest, string, 
 	out := &rlsv3.RateLimitRequest{Domain: domain}
 	for _, l := range lists {
 		for i, rl := range l.Entries {
-			if rl.GetStage().GetValue() != p.filter.Config.GetStage() {
+			if rl.GetStage().GetValue() != p.filter.Config.GetStage() || rl.GetApplyOnStreamDone() != streamDone {
 				continue
 			}
 			d, err := p.descriptor(rl, l.Costs, req)
@@ -214,8 +233,12 @@ func (p *Proxy) descriptor(rl *routev3.RateLimit, costs bool, req Request) (*rat
 		return nil, nil
 	}
 	if h := rl.GetHitsAddend(); h != nil && costs {
-		if h.GetFormat() != "" {
-			return nil, fmt.Errorf("hits_addend.format is not modelled")
+		if f := h.GetFormat(); f != "" {
+			n, ok, err := formatHits(f, req)
+			if err != nil || !ok {
+				return nil, err // Envoy drops the descriptor, with a warning
+			}
+			d.HitsAddend = wrapperspb.UInt64(n)
 		}
 		if n := h.GetNumber(); n != nil {
 			d.HitsAddend = wrapperspb.UInt64(n.GetValue())
@@ -223,6 +246,35 @@ func (p *Proxy) descriptor(rl *routev3.RateLimit, costs bool, req Request) (*rat
 		d.IsNegativeHits = h.GetIsNegativeHits() // Envoy 1.38: a refund
 	}
 	return d, nil
+}
+
+// maxFormatHits is the most a hits_addend format may give; Envoy drops a
+// descriptor whose format gives more, or no number.
+const maxFormatHits = 1_000_000_000
+
+// formatHits is the number a hits_addend format (one substitution, as
+// Envoy's validation requires) gives for req: %DYNAMIC_METADATA(ns:key)%
+// from req.Metadata, %REQ(header)% from its headers; ok false when it
+// gives no number in [0, 1e9], and Envoy then drops the descriptor.
+func formatHits(format string, req Request) (uint64, bool, error) {
+	var v string
+	var found bool
+	switch {
+	case strings.HasPrefix(format, "%DYNAMIC_METADATA(") && strings.HasSuffix(format, ")%"):
+		v, found = req.Metadata[strings.TrimSuffix(strings.TrimPrefix(format, "%DYNAMIC_METADATA("), ")%")]
+	case strings.HasPrefix(format, "%REQ(") && strings.HasSuffix(format, ")%"):
+		v, found = req.header(strings.TrimSuffix(strings.TrimPrefix(format, "%REQ("), ")%"))
+	default:
+		return 0, false, fmt.Errorf("hits_addend format %q is not modelled", format)
+	}
+	if !found {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > maxFormatHits {
+		return 0, false, nil
+	}
+	return n, true, nil
 }
 
 // action returns the entry one action appends; ok false when the action

@@ -145,3 +145,28 @@ func TestNegativeHits(t *testing.T) {
 		t.Errorf("the search route with is_negative_hits sends %s, negative %v %v; want the search descriptor a refund of 5", describe(got), d[0].GetIsNegativeHits(), d[len(d)-1].GetIsNegativeHits())
 	}
 }
+
+// A hits_addend format gives the number its substitution reads, and
+// Envoy drops the descriptor when it reads none, or one out of [0, 1e9].
+func TestFormatHits(t *testing.T) {
+	req := Request{Header: http.Header{"X-Cost": {"12"}}, Metadata: map[string]string{"ns:used": "1200", "ns:bad": "x", "ns:huge": "1000000001"}}
+	for _, tc := range []struct {
+		format string
+		n      uint64
+		ok     bool
+	}{
+		{"%DYNAMIC_METADATA(ns:used)%", 1200, true},
+		{"%REQ(x-cost)%", 12, true},
+		{"%DYNAMIC_METADATA(ns:missing)%", 0, false},
+		{"%DYNAMIC_METADATA(ns:bad)%", 0, false},
+		{"%DYNAMIC_METADATA(ns:huge)%", 0, false},
+	} {
+		n, ok, err := formatHits(tc.format, req)
+		if err != nil || n != tc.n || ok != tc.ok {
+			t.Errorf("formatHits(%s) = %d, %v, %v; want %d, %v", tc.format, n, ok, err, tc.n, tc.ok)
+		}
+	}
+	if _, _, err := formatHits("%FILTER_STATE(x)%", req); err == nil {
+		t.Error("an unmodelled format: no error")
+	}
+}
