@@ -46,6 +46,7 @@ type Flags struct {
 	Grace                                   time.Duration
 	TLS                                     GRPCTLS
 	XDS                                     XDSFlags
+	GC                                      GCFlags
 	// FromReference are the flags set from envoyproxy/ratelimit's
 	// environment, and IgnoredReference its variables that are set and
 	// not honoured but only warn (Parse; Serve logs both).
@@ -90,6 +91,7 @@ func (f *Flags) Register(fs *flag.FlagSet, grpcAddr, httpAddr string) {
 	fs.StringVar(&f.LogFormat, "log-format", "json", "json or text")
 	fs.DurationVar(&f.Grace, "shutdown-grace", 10*time.Second, "how long shutdown waits for in-flight requests")
 	f.TLS.Register(fs)
+	f.GC.Register(fs)
 }
 
 // Validate reports what is wrong with the flags, each error naming its
@@ -118,6 +120,9 @@ func (f *Flags) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := f.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.GC.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -164,6 +169,7 @@ func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimit
 		Profile(admin)
 	}
 	f.LogReference(log)
+	f.GC.Apply(log)
 	return Run(ctx, Options{
 		Log: log, GRPC: NewGRPC(svc, gopts...), Admin: admin,
 		GRPCAddr: f.GRPCAddr, HTTPAddr: f.HTTPAddr, Grace: f.Grace, Listening: listening,
