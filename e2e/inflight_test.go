@@ -30,19 +30,22 @@ const inflightTTL = 2 * time.Second
 
 // TestInFlight drives an in-flight limit as Envoy does (+1 when a request
 // starts, a refund of 1 with apply_on_stream_done when it ends, both
-// naming the request by its id), on the memory store, on Redis, and
-// through sync and async sidecars: 64 concurrent holders that give their
+// naming the request by its id), on the memory store, on Redis, on a
+// server in cached Redis mode, and through sync and async sidecars: 64 concurrent holders that give their
 // units back never see a sixth admitted; the refund of a request refused
 // at its start (Envoy sends it too) frees nothing; a holder that never
 // gives its unit back frees it within the TTL; and its refund, coming
 // after that, frees no one else's.
 func TestInFlight(t *testing.T) {
 	path := writeConfig(t, inflightConfig)
-	for _, front := range []string{"memory", "redis", "sync", "async"} {
+	for _, front := range []string{"memory", "redis", "cached", "sync", "async"} {
 		t.Run(front, func(t *testing.T) {
 			var args []string
 			if front != "memory" {
 				args = []string{"-redis-url", redistest.Start(t).URL()}
+			}
+			if front == "cached" {
+				args = append(args, "-redis-mode", "cached")
 			}
 			server := startServer(t, "server", append([]string{"-config", path}, args...)...)
 			client := server.client(t)

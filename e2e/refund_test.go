@@ -98,13 +98,23 @@ func TestRefunds(t *testing.T) {
 			}
 		})
 	}
-	// Through a sidecar, sync and async: the local bucket gets the units
-	// back, and the refund reaches the server with the next flush.
-	for _, mode := range []string{"sync", "async"} {
-		t.Run("sidecar "+mode, func(t *testing.T) {
-			server := startServer(t, "upstream", "-config", path)
-			sidecar := startSidecar(t, "sidecar", "-config", path, "-upstream", server.GRPC, "-mode", mode)
-			front, direct := sidecar.client(t), server.client(t)
+	// Through a sidecar, sync and async, and a server in cached Redis
+	// mode: the local bucket gets the units back, and the refund reaches
+	// the global state with the next flush.
+	for _, mode := range []string{"sync", "async", "cached"} {
+		t.Run("tier "+mode, func(t *testing.T) {
+			var server, tier *proc
+			if mode == "cached" {
+				url := redistest.Start(t).URL()
+				// The reader keeps no flags: the refunds land through the
+				// cached server, which clears only its own.
+				server = startServer(t, "direct", "-config", path, "-redis-url", url, "-cache-size", "0")
+				tier = startServer(t, "cached", "-config", path, "-redis-url", url, "-redis-mode", "cached")
+			} else {
+				server = startServer(t, "upstream", "-config", path)
+				tier = startSidecar(t, "sidecar", "-config", path, "-upstream", server.GRPC, "-mode", mode)
+			}
+			front, direct := tier.client(t), server.client(t)
 			ctx := context.Background()
 			req := func(hits uint64, refund bool) *rlsv3.RateLimitRequest {
 				return &rlsv3.RateLimitRequest{Domain: "refunds", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

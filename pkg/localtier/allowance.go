@@ -168,6 +168,14 @@ func (a *allowances) set(key string, units, spent float64, now, lapse int64) {
 	})
 }
 
+// unbind decides key on the local bucket until its next answer, as an
+// answer that finds it loose does: a refund (Tier.giveBack) gave units
+// back to a pool its allowance was taken of without them, so until an
+// answer counts them it would refuse what the limit has room for.
+func (a *allowances) unbind(key string) {
+	a.m.Get(key, func(al *allowance) { al.bound = false })
+}
+
 // carryUnits is the most of an unused allowance an answer keeps (set).
 const carryUnits = 1
 

@@ -206,3 +206,24 @@ func oneUnit(a *allowances, key string) func(n int, now int64) int {
 		return ok
 	}
 }
+
+// A refund unbinds its key's allowance: the allowance was taken of a pool
+// without the units given back, so until the next answer the key is
+// decided on the local bucket, as a loose key is (a cached server refused
+// the charge after a refund so, e2e TestRefunds/tier_cached).
+func TestRefundUnbindsAllowance(t *testing.T) {
+	a := newAllowances(10)
+	take := oneUnit(a, "k")
+	a.set("k", 0, 0, 1, int64(time.Hour))
+	if got := take(3, 2); got != 0 {
+		t.Fatalf("an allowance of 0: admitted %d of 3", got)
+	}
+	a.unbind("k")
+	if got := take(3, 3); got != 3 {
+		t.Errorf("after a refund: admitted %d of 3; want 3 (the local bucket decides)", got)
+	}
+	a.set("k", 1, 3, 4, int64(time.Hour)) // the next answer binds it again
+	if got := take(3, 5); got != 1 {
+		t.Errorf("after the next answer of 1: admitted %d of 3; want 1", got)
+	}
+}

@@ -54,6 +54,11 @@ func (t *Tier) central(ctx context.Context, b *limiter.Batch) error {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		t.br.Release(probe)
 		return ctx.Err() // the caller went away: nothing to answer
+	case refused(err):
+		// The upstream answered, refusing this call (an older server
+		// without refunds, say): it is not away.
+		t.br.Success(probe)
+		t.heldLog.Do(func() { t.opts.Logger.Warn("upstream refused a concurrency limit's call", "error", err.Error()) })
 	case t.answering(err):
 		t.br.Release(probe) // slow, not gone
 	default:

@@ -166,6 +166,7 @@ type Tier struct {
 	// its "over limit" stale.
 	refunds   atomic.Int64
 	refundLog rate.Sometimes // samples the log of refunds an upstream refused
+	heldLog   rate.Sometimes // samples the log of concurrency calls it refused
 
 	kick chan struct{}
 	stop chan struct{}
@@ -224,6 +225,7 @@ func New(opts Options) (*Tier, error) {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
 		refundLog:  rate.Sometimes{Interval: 10 * time.Second},
+		heldLog:    rate.Sometimes{Interval: 10 * time.Second},
 		late:       make(chan struct{}, maxLate),
 	}
 	// As if answered at the start: the first calls wait for a connection.

@@ -30,6 +30,7 @@ func (t *Tier) giveBack(b *limiter.Batch, now time.Time) {
 	for i, it := range b.Items {
 		lim := localLimit(it.Params, t.opts.Fraction)
 		t.local.ReturnN(it.Key, lim, now, float64(it.Cost))
+		t.allow.unbind(it.Key)
 		b.Results[i] = result(t.local.AllowN(it.Key, lim, now, 0), lim, it.Params, t.opts.Fraction)
 		b.Results[i].Allowed, b.Results[i].RetryAfter = true, 0
 		if it.Cost > 0 {

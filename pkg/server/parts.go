@@ -164,6 +164,7 @@ func (p *Parts) StoreService() (*rls.Service, error) {
 	}
 	core, err := limiter.New(limiter.Options{
 		Config: p.Config.Current, Decider: p.store, KeyPrefix: p.opts.KeyPrefix, Logger: p.opts.Logger, Shares: p.Shares,
+		Refunds: true, // the tier's refunds (is_negative_hits), as the front takes them
 	})
 	if err != nil {
 		return nil, err
