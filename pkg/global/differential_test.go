@@ -24,23 +24,29 @@ const sec = int64(1_000_000)
 // lets keys expire and never goes back, its clock never slower than
 // Redis's; the "backward" run moves the clock back and forth on limits
 // whose state lasts longer than the run.
+// It runs on the decide function (FCALL) and on the script alone
+// (ScriptsOnly, what a Redis without functions gets).
 func TestDifferentialMemoryVsLua(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	rs, err := NewRedis(RedisOptions{Client: client, InjectTime: true, Timeout: 5e9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.Close() })
 	ctx := context.Background()
-
-	for _, backward := range []bool{false, true} {
-		for _, kind := range algorithm.Kinds() {
-			name := kind.String() + "/forward"
-			if backward {
-				name = kind.String() + "/backward"
+	for _, scripts := range []bool{false, true} {
+		rs, err := NewRedis(RedisOptions{Client: client, InjectTime: true, Timeout: 5e9, ScriptsOnly: scripts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		for _, backward := range []bool{false, true} {
+			for _, kind := range algorithm.Kinds() {
+				name := kind.String() + "/forward"
+				if backward {
+					name = kind.String() + "/backward"
+				}
+				if scripts {
+					name += "/script"
+				}
+				t.Run(name, func(t *testing.T) { differential(t, ctx, rs, kind, backward) })
 			}
-			t.Run(name, func(t *testing.T) { differential(t, ctx, rs, kind, backward) })
 		}
 	}
 }

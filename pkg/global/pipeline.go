@@ -243,23 +243,31 @@ func (r *Redis) fuse(batch []ref) []*fused {
 	return out
 }
 
-// exec sends groups (a batch fused, see fuse) as one pipeline of EVALSHA,
-// and those that found the script cache empty (NOSCRIPT) again as EVAL, and
-// answers every call.
+// exec sends groups (a batch fused, see fuse) as one pipeline of FCALL
+// (the decide calls, unless functions are off) and EVALSHA, and those that
+// found the function or the script missing again as EVAL, and answers
+// every call.
 func (r *Redis) exec(groups []*fused) {
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), r.hardTimeout())
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(groups))
 	pipe := r.client.Pipeline()
+	called := !r.fn.off.Load() // the decide calls call the function
 	for i, f := range groups {
-		cmds[i] = f.script.EvalSha(ctx, pipe, f.keys, f.args...)
+		if f.decide && called {
+			cmds[i] = pipe.FCall(ctx, r.fn.name, f.keys, f.args...)
+		} else {
+			cmds[i] = f.script.EvalSha(ctx, pipe, f.keys, f.args...)
+		}
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var retry []int
+	missing := false
 	for i, cmd := range cmds {
 		r.noteReply(sent, cmd.Err())
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") || groups[i].decide && called && functionMissing(cmd.Err()) {
+			missing = missing || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT")
 			retry = append(retry, i)
 			continue
 		}
@@ -267,6 +275,12 @@ func (r *Redis) exec(groups []*fused) {
 	}
 	if len(retry) == 0 {
 		return
+	}
+	if missing {
+		// For the calls after these, off the writer's path: a library
+		// compiles for milliseconds, and these calls are answered by EVAL
+		// now.
+		go r.fn.load(r.client)
 	}
 	pipe = r.client.Pipeline()
 	for _, i := range retry {

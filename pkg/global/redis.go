@@ -72,6 +72,10 @@ type RedisOptions struct {
 	// instead of the store's TIME. Tests only: production must use one
 	// clock for every server.
 	InjectTime bool
+	// ScriptsOnly calls the decide script (EVALSHA) and never its
+	// function (functions.go): what a Redis without functions gets. Tests
+	// hold both to the same answers.
+	ScriptsOnly bool
 }
 
 // Redis decides on a shared Redis: each request is decided atomically by
@@ -93,10 +97,13 @@ type RedisOptions struct {
 // little early (never admitted wrongly); a refund lost to a failure leaves
 // the allowance used until the window or bucket recovers on its own.
 type Redis struct {
-	client  Scripter
-	opts    RedisOptions
-	decide  *redis.Script
-	refund  *redis.Script
+	client Scripter
+	opts   RedisOptions
+	decide *redis.Script
+	refund *redis.Script
+	// fn is the decide script as a function, called in its place unless
+	// off (functions.go).
+	fn      *functions
 	queue   chan *call
 	stop    chan struct{}
 	writers sync.WaitGroup
@@ -209,9 +216,13 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		opts:     opts,
 		decide:   redis.NewScript(decideSource()),
 		refund:   redis.NewScript(refundSource()),
+		fn:       newFunctions(),
 		queue:    make(chan *call, opts.Writers*opts.MaxBatch),
 		stop:     make(chan struct{}),
 		inflight: make([]inflight, opts.Writers, opts.Writers+1),
+	}
+	if opts.ScriptsOnly {
+		r.fn.off.Store(true)
 	}
 	if opts.RecordLinger > 0 {
 		r.records = make(chan *call, opts.MaxBatch)
@@ -268,6 +279,9 @@ func (r *Redis) Load(ctx context.Context) error {
 		if err := r.client.ScriptLoad(ctx, src).Err(); err != nil {
 			return fmt.Errorf("redis store: load script: %w", err)
 		}
+	}
+	if !r.fn.off.Load() {
+		r.fn.load(r.client) // where Redis refuses it, the scripts serve
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package global
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -46,6 +48,36 @@ func script(driver string, refunds bool) string {
 
 // decideSource is the Lua that decides requests' items, all or nothing.
 func decideSource() string { return script("decide.lua", false) }
+
+// decideLibrary is decideSource as a Redis function library (Redis 7
+// FUNCTION LOAD), and the name of its function: the helpers and the
+// algorithms are defined once, when the library loads, where a script
+// defines them again on every call; each call runs the driver alone, with
+// the call's own tables (common.lua's values start empty). Library and
+// function are named by the source's digest, so servers of different
+// versions on one Redis each call their own.
+func decideLibrary() (src, function string) {
+	body := script("decide.lua", false)
+	sum := sha1.Sum([]byte(body))
+	tag := hex.EncodeToString(sum[:8])
+	function = "sluice_decide_" + tag
+	helpers, driver, ok := strings.Cut(body, driverMarker)
+	if !ok {
+		panic("global: lua/decide.lua has no driver marker") // a build defect
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!lua name=sluice_%s\n", tag)
+	b.WriteString(helpers)
+	b.WriteString("\nlocal function decide_call(KEYS, ARGV)\nvalues = {}\n")
+	b.WriteString(driver)
+	fmt.Fprintf(&b, "\nend\nredis.register_function('%s', decide_call)\n", function)
+	return b.String(), function
+}
+
+// driverMarker starts decide.lua's driver: what each call runs; what
+// precedes it (and the helpers and algorithms before the file) is defined
+// once in a function library.
+const driverMarker = "-- driver: each call runs what follows.\n"
 
 // refundSource is the Lua that gives back what a decide call took.
 func refundSource() string { return script("refund.lua", true) }

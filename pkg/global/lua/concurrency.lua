@@ -30,7 +30,7 @@
 
 local concurrency = {}
 
-local NO_CUT = -math.huge
+local NO_CUT = -1 / 0 -- -inf: no cut (no library is reachable while a function library loads)
 
 -- MARK can name no unit: a holder is never empty. MARK_BASE is -2^52,
 -- below any expiry: now - window ≥ -algorithm.MaxWindow.

@@ -28,6 +28,7 @@
 local HEADER, HEADER_SIZE = '<dH', 10
 local ITEM, ITEM_SIZE = '<BBdddddd', 50
 local REPLY = '<Bdddd'
+-- driver: each call runs what follows.
 local blob = ARGV[1]
 
 -- earlier is the index of an earlier item of the same key in items, so
