@@ -239,6 +239,26 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("key %d: %+v; want admitted", i, r)
 		}
 	}
+	// The decide function was loaded on every master (a missing call
+	// loads it on all of them).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var masters atomic.Int32 // ForEachMaster runs on the masters at once
+		err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			if libs, err := m.FunctionList(ctx, redis.FunctionListQuery{}).Result(); err == nil && len(libs) > 0 {
+				masters.Add(1)
+			}
+			return nil
+		})
+		if err == nil && masters.Load() == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the decide function on %d of 3 masters (%v)", masters.Load(), err)
+		}
+	}
+	if rs.fn.off.Load() {
+		t.Error("functions off on a Cluster")
+	}
 }
 
 func TestRedisTimeoutIsBounded(t *testing.T) {
