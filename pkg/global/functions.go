@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -78,4 +79,20 @@ func (f *functions) load(client Scripter) {
 	if err != nil && errors.As(err, &rerr) {
 		f.off.Store(true) // Redis refused it: scripts only
 	}
+}
+
+// Load puts the scripts into Redis's script cache, and the decide
+// function into its libraries, ahead of the first request (on a Cluster,
+// on every master). It is an optimisation: a call that meets an empty
+// cache, or no function, falls back to EVAL.
+func (r *Redis) Load(ctx context.Context) error {
+	for _, src := range []string{decideSource(), refundSource()} {
+		if err := r.client.ScriptLoad(ctx, src).Err(); err != nil {
+			return fmt.Errorf("redis store: load script: %w", err)
+		}
+	}
+	if !r.fn.off.Load() {
+		r.fn.load(r.client) // where Redis refuses it, the scripts serve
+	}
+	return nil
 }

@@ -271,21 +271,6 @@ func (r *Redis) failQueued(err error) {
 	}
 }
 
-// Load puts the scripts into Redis's script cache ahead of the first
-// request (on a Cluster, go-redis sends SCRIPT LOAD to every master). It
-// is an optimisation: a call that meets an empty cache falls back to EVAL.
-func (r *Redis) Load(ctx context.Context) error {
-	for _, src := range []string{decideSource(), refundSource()} {
-		if err := r.client.ScriptLoad(ctx, src).Err(); err != nil {
-			return fmt.Errorf("redis store: load script: %w", err)
-		}
-	}
-	if !r.fn.off.Load() {
-		r.fn.load(r.client) // where Redis refuses it, the scripts serve
-	}
-	return nil
-}
-
 // Decide decides items at the store's clock.
 func (r *Redis) Decide(ctx context.Context, items []Item, out []Result) error {
 	return r.DecideAt(ctx, items, out, 0)
