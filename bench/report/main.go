@@ -140,6 +140,18 @@ func find(rows []row, label string, c int) (row, []row, bool) {
 	return median(rounds), rounds, true
 }
 
+// addCounts adds src's counts into dst, made when it has some; nil stays
+// nil when src is empty.
+func addCounts[V uint64 | float64](dst, src map[string]V) map[string]V {
+	for k, n := range src {
+		if dst == nil {
+			dst = map[string]V{}
+		}
+		dst[k] += n
+	}
+	return dst
+}
+
 // median is a row of each figure's median over rounds; counts are summed.
 func median(rounds []row) row {
 	m := rounds[0]
@@ -151,18 +163,8 @@ func median(rounds []row) row {
 		m.OverLimit += r.OverLimit
 		m.Errors += r.Errors
 		m.Unknown += r.Unknown
-		for code, n := range r.ErrorsByCode {
-			if m.ErrorsByCode == nil {
-				m.ErrorsByCode = map[string]uint64{}
-			}
-			m.ErrorsByCode[code] += n
-		}
-		for kind, n := range r.TierFaults {
-			if m.TierFaults == nil {
-				m.TierFaults = map[string]float64{}
-			}
-			m.TierFaults[kind] += n
-		}
+		m.ErrorsByCode = addCounts(m.ErrorsByCode, r.ErrorsByCode)
+		m.TierFaults = addCounts(m.TierFaults, r.TierFaults)
 	}
 	of := func(f func(row) float64) float64 {
 		v := make([]float64, len(rounds))

@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,7 @@ func (l *Leases) Release(ctx context.Context, key, id string, limit int64, ttl t
 
 func (l *Leases) decide(ctx context.Context, key, id string, limit int64, ttl time.Duration, mode algorithm.Mode) (Result, error) {
 	if key == "" {
-		return Result{}, fmt.Errorf("lease: empty key")
+		return Result{}, errors.New("lease: empty key")
 	}
 	p := algorithm.Params{Kind: algorithm.Concurrency, Limit: limit, Window: ttl.Microseconds(), Holder: id}
 	if err := p.Validate(); err != nil {

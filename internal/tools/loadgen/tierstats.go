@@ -3,8 +3,6 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 )
 
 // A hybrid tier (a sidecar, or a server in cached Redis mode) can answer
@@ -67,7 +65,7 @@ func tierDelta(before, after map[string]float64) map[string]float64 {
 // faultText lists faults as "fallback=12 shed=3", in name order.
 func faultText(faults map[string]float64) []string {
 	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(faults)) {
+	for _, name := range sortedKeys(faults) {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", name, faults[name]))
 	}
 	return parts
