@@ -98,3 +98,38 @@ func TestRefundMetrics(t *testing.T) {
 		t.Errorf("ai.tokens decisions ok = %v; want 1 (the charge; a refund is no decision)", n)
 	}
 }
+
+// Hostile holders: ids of non-UTF-8 bytes, with NUL, of 100 KB; costs of
+// 2^32 taken and given back; 20,000 distinct holders on a limit of 2.
+// The key's units stay within the limit (a cost above it is refused, a
+// refund frees only its own holder's), and the memory store's state for
+// the tenant stays one key.
+func TestHostileHolders(t *testing.T) {
+	h := start(t, Options{Config: configOf(t, holderConfig), Refunds: true})
+	call := func(id string, cost uint64, refund bool) *Answer {
+		t.Helper()
+		d := desc("tenant", "acme", "request_id", id).costing(cost)
+		d.refund = refund
+		return h.decide(t, &testRequest{domain: "ai", descs: []descriptor{d}})
+	}
+	if a := call("x", 1<<32, false); a.Overall != OverLimit {
+		t.Fatalf("a cost of 2^32 on a limit of 2: %s; want OVER_LIMIT", verdict(a))
+	}
+	for _, id := range []string{"\xff\xfe", "a\x00b", strings.Repeat("\xc3", 100_000)} {
+		if a := call(id, 1, false); a.Overall != OK {
+			t.Fatalf("holder %q…: %s; want OK", id[:2], verdict(a))
+		}
+		if a := call(id, 1<<32, true); a.Statuses[0].Remaining != 2 {
+			t.Fatalf("holder %q…'s refund of 2^32: %d left; want 2", id[:2], a.Statuses[0].Remaining)
+		}
+	}
+	for i := range 20_000 {
+		a := call(string(rune(0x10000+i)), 1, false)
+		if i < 2 && a.Overall != OK || i >= 2 && a.Overall != OverLimit {
+			t.Fatalf("holder %d of 20,000: %s", i, verdict(a))
+		}
+	}
+	if a := call("nobody", 1<<32, true); a.Statuses[0].Remaining != 0 {
+		t.Errorf("an unknown holder's refund of 2^32: %d left; want 0", a.Statuses[0].Remaining)
+	}
+}

@@ -74,6 +74,7 @@ func addSeeds(f *testing.F) {
 		{"edge", "gcra", "r\xff", "log", "l", 0, 1 << 32, true, 0, 0, 0, false, 130},
 		{"edge", "inflight", "t", "id", "r\x00" + long, 0, 1 << 32, true, 0, 0, 0, false, 131},
 		{"edge", "inflight", "t", "id", "r", 2, 0, false, 3, 2, 0, true, 8},
+		{"edge", "inflight", "t\xff", "id", "\xff\xfe", 0, 1 << 32, true, 0, 0, 0, false, 200},
 	} {
 		f.Add(in.domain, in.k1, in.v1, in.k2, in.v2, in.hits, in.dhits, in.setHits, in.rpu, in.unit, in.mult, in.record, in.n)
 	}
