@@ -17,7 +17,10 @@ type Demand struct {
 	// Sidecar the name it gives itself among the sidecars of that peer.
 	Peer, Sidecar string
 	Interval      time.Duration
-	Rates         []float64
+	// Hold is how long the sidecar may keep a loose key's hits
+	// unrecorded (share.Report.Hold); 0: it records them every interval.
+	Hold  time.Duration
+	Rates []float64
 	// Held is, per descriptor, what the sidecar still held of its last
 	// allowance for the key (share.Report.Held); nil: none.
 	Held []float64
@@ -30,7 +33,8 @@ type Demand struct {
 
 // allot gives each status of a recorded request its allowance
 // (Status.Allowance): the sidecar's share of what its limit has left
-// after the hits, on a tight key; -1 elsewhere.
+// after the hits, on a tight key; -1 elsewhere, with a hold on a loose
+// key (Status.Hold).
 func (s *Service) allot(d *decision, demand *Demand) {
 	a := &d.answer
 	now := s.opts.Now()
@@ -42,7 +46,7 @@ func (s *Service) allot(d *decision, demand *Demand) {
 			continue // a refund carries no demand
 		}
 		it := &d.batch.Items[j]
-		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval}
+		r := share.Report{Peer: demand.Peer, Sidecar: demand.Sidecar, Rate: demand.Rates[i], Interval: demand.Interval, Hold: demand.Hold}
 		if len(demand.Held) == len(demand.Rates) {
 			r.Held = demand.Held[i]
 		}
@@ -61,7 +65,7 @@ func (s *Service) allot(d *decision, demand *Demand) {
 		if refillsAhead(it.Params.Kind, res, r, lim) {
 			pool += refillAhead * lim.Rate * demand.Interval.Seconds()
 		}
-		st.Allowance = s.opts.Shares.Allot(it.Key, r, pool, lim, now)
+		st.Allowance, st.Hold = s.opts.Shares.AllotHold(it.Key, r, pool, lim, now)
 	}
 }
 

@@ -73,6 +73,9 @@ type Status struct {
 	// (DecideOptions.Demand), is the units it may admit for the key until
 	// it reports again (pkg/share), or -1: none, decide as usual.
 	Allowance float64
+	// Hold, with no allowance, is the units of the key it may keep
+	// unrecorded for Demand.Hold (share.Tracker.AllotHold); 0: none.
+	Hold float64
 }
 
 // Header is one response header for the client.

@@ -43,7 +43,7 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 	if ok := admit(t, s, 18, req("bucket", "tight")); ok != 18 {
 		t.Fatalf("admitted %d of 18 from the local bucket", ok)
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if n := testutil.ToFloat64(tier.m.upstreamCalls.WithLabelValues("record", "ok")); n != 1 {
 		t.Fatalf("%v record calls; want 1", n)
 	}
@@ -58,7 +58,7 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 		t.Fatalf("past the allowance: %v, %v; want OVER_LIMIT", resp, err)
 	}
 	// The 2 admitted are recorded: nothing left, nothing allowed.
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if left := remaining(t, up, "bucket", "tight"); left != 0 {
 		t.Fatalf("upstream after the second flush: %d left; want 0", left)
 	}
@@ -76,7 +76,7 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 	if ok := admit(t, s, 1, req("bucket", "far")); ok != 1 {
 		t.Fatal("a fresh key refused")
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if ok := admit(t, s, 15, req("bucket", "far")); ok != 15 {
 		t.Fatalf("a key far from its limit: admitted %d of 15", ok)
 	}

@@ -55,7 +55,7 @@ func (t *Tier) pend(key string, n, asked, refund uint64, first, last int64, desc
 		t.m.dropped.Add(float64(n + refund))
 		return
 	}
-	if keys >= int64(t.opts.BatchSize) {
+	if keys-t.pending.kept.Load() >= int64(t.opts.BatchSize) { // beyond those kept under holds
 		select {
 		case t.kick <- struct{}{}:
 		default:
@@ -80,8 +80,8 @@ func (t *Tier) flusher() {
 		case <-t.stop:
 			// What was admitted before the stop; hits the upstream does not
 			// take now are lost with the process, and counted.
-			buf = t.flush(buf[:0])
-			for _, e := range t.pending.drain(buf[:0]) {
+			buf = t.flush(buf[:0], true)
+			for _, e := range t.pending.drain(buf[:0], 0, true) {
 				t.m.dropped.Add(float64(e.n))
 			}
 			return
@@ -89,7 +89,7 @@ func (t *Tier) flusher() {
 			t.m.lag.Observe(time.Since(at).Seconds())
 		case <-t.kick:
 		}
-		buf = t.flush(buf[:0])
+		buf = t.flush(buf[:0], false)
 	}
 }
 
@@ -97,8 +97,9 @@ func (t *Tier) flusher() {
 // call, flushParallel calls at a time, and flags the keys the answers say
 // are used up. While the upstream is unavailable it leaves them pending
 // until RetryInterval has passed; the hits of a call that fails go back to
-// pending. It returns buf for reuse.
-func (t *Tier) flush(buf []entry) []entry {
+// pending. Unless all, it leaves the hits of loose keys within their holds
+// pending (pending.drain). It returns buf for reuse.
+func (t *Tier) flush(buf []entry, all bool) []entry {
 	start := time.Now()
 	iv := t.cycleOf(start)
 	// A flush is one call to the breaker, however many upstream calls it
@@ -112,7 +113,7 @@ func (t *Tier) flush(buf []entry) []entry {
 	// key if one was applied since (giveBack counts it after pending it, so
 	// a refund this drain misses is counted after this read).
 	refunds := t.refunds.Load()
-	buf = t.pending.drain(buf)
+	buf = t.pending.drain(buf, t.opts.Now().Sub(t.base).Nanoseconds(), all)
 	for i := range buf {
 		buf[i].spent, buf[i].held = t.allow.spentOf(buf[i].key)
 	}
@@ -261,7 +262,9 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 		}
 		// Sent with hits to record, or demand to report.
 		if n > 0 || e.asked > 0 {
-			gap := t.allow.since(e.key, at, interval)
+			// Since its last report: at least since its oldest pending
+			// hit (kept under a hold, or sent again after a failure).
+			gap := max(t.allow.since(e.key, at, interval), at-e.first)
 			rate := float64(e.asked) / (float64(gap) / 1e9)
 			// The newest hit's age: placed in its window by the store
 			// (algorithm.Record); the older ones of the batch with it.
@@ -275,7 +278,10 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 		return nil
 	}
 	t.m.batch.Observe(float64(len(c)))
-	md := make([]string, 0, 14+2*len(paths))
+	md := make([]string, 0, 16+2*len(paths))
+	if t.opts.LooseHold > 0 {
+		md = append(md, rls.LooseHoldKey, strconv.FormatInt(t.opts.LooseHold.Microseconds(), 10))
+	}
 	md = append(md, rls.SidecarKey, rls.SidecarRecord, rls.SidecarIDKey, t.id,
 		rls.IntervalKey, strconv.FormatInt(iv.Microseconds(), 10), rls.DemandKey, string(rates), rls.AgeKey, string(ages), rls.HeldKey, string(held),
 		rls.DeniedKey, string(denied))
@@ -288,7 +294,7 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 		return err
 	}
 	t.accepted(c, resp, rmd)
-	retries, allowed := parseRetries(rmd), parseAllowances(rmd, len(keys))
+	retries, allowed, holds := parseRetries(rmd), parseAllowances(rmd, len(keys)), parseHolds(rmd, len(keys))
 	now = t.opts.Now()
 	at = now.Sub(t.base).Nanoseconds()
 	for i, st := range resp.GetStatuses() {
@@ -301,6 +307,7 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 		// (it is reported when asked for), a second at most: a key asked
 		// for every 20 ms is not refused at every other request.
 		t.allow.set(keys[i], units, spent[i], at, min(allowanceLapse*gaps[i], int64(allowanceKept)))
+		t.setHold(keys[i], units, holds, i)
 		if units >= 0 {
 			t.m.allowances.Inc()
 		}

@@ -19,48 +19,10 @@ import (
 	"github.com/sluicehq/sluice/pkg/cache"
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/localbucket"
+	"github.com/sluicehq/sluice/pkg/lrumap"
 	"github.com/sluicehq/sluice/pkg/rls"
+	"github.com/sluicehq/sluice/pkg/share"
 )
-
-// Mode is how the global limit is applied.
-//
-// Modes are plain values, safe to share between goroutines.
-type Mode uint8
-
-const (
-	// Sync asks the upstream for every request that passes locally.
-	Sync Mode = iota
-	// Async admits from memory and records the admitted hits upstream in
-	// batches.
-	Async
-)
-
-// ParseMode parses sync or async.
-func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "sync":
-		return Sync, nil
-	case "async":
-		return Async, nil
-	}
-	return 0, fmt.Errorf("mode %q: want sync or async", s)
-}
-
-// Set parses s into m (flag.Value: a -mode flag parses once).
-func (m *Mode) Set(s string) error {
-	v, err := ParseMode(s)
-	if err == nil {
-		*m = v
-	}
-	return err
-}
-
-func (m Mode) String() string {
-	if m == Async {
-		return "async"
-	}
-	return "sync"
-}
 
 // Upstream is the global service: an rlsv3.RateLimitServiceClient.
 //
@@ -80,6 +42,7 @@ const (
 	DefaultBatchSize       = 256
 	DefaultMaxPending      = 100_000
 	DefaultMaxPendingBytes = 64 << 20
+	DefaultLooseHold       = 2 * time.Second
 )
 
 // Options configure a Tier. Zero values take the defaults given.
@@ -116,6 +79,14 @@ type Options struct {
 	// descriptor's entries, long values by digest: a few hundred bytes).
 	// Default DefaultMaxPendingBytes.
 	MaxPendingBytes int64
+	// LooseHold is how long async hits of a key far from its limit may be
+	// kept before they are recorded, within the units the upstream's
+	// answers allow (pkg/share: HoldShare of what the key has left), at
+	// most share.MaxHold and what the limit remembers of a hit: records of
+	// keys asked for now and then carry several hits, not one. Default
+	// DefaultLooseHold; negative: every key's hits are recorded every
+	// FlushInterval.
+	LooseHold time.Duration
 	// MaxKeys bounds the local buckets. Default localbucket.DefaultMaxKeys.
 	MaxKeys int
 	// Cache is the flag cache the limiter.Service in front uses; async answers
@@ -135,7 +106,10 @@ type Tier struct {
 	local   *localbucket.Buckets
 	pending *pending
 	allow   *allowances
-	m       *metrics
+	// holds are the units of loose keys the upstream's last answers let
+	// this sidecar keep unrecorded (pending.holdOf).
+	holds *lrumap.Map[float64]
+	m     *metrics
 	// id names this sidecar in its demand reports (pkg/share).
 	id string
 
@@ -208,6 +182,13 @@ func New(opts Options) (*Tier, error) {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = localbucket.DefaultMaxKeys
 	}
+	switch {
+	case opts.LooseHold == 0:
+		opts.LooseHold = DefaultLooseHold
+	case opts.LooseHold < 0 || opts.Mode != Async:
+		opts.LooseHold = 0
+	}
+	opts.LooseHold = min(opts.LooseHold, share.MaxHold)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -218,9 +199,12 @@ func New(opts Options) (*Tier, error) {
 	if err != nil {
 		return nil, err
 	}
+	holds, err := lrumap.New[float64](lrumap.Options{MaxKeys: opts.MaxKeys, MaxBytes: allowanceBytes})
+	if err != nil {
+		return nil, err
+	}
 	t := &Tier{
-		opts: opts, local: local, pending: newPending(opts.MaxPending, opts.MaxPendingBytes),
-		allow: newAllowances(opts.MaxKeys), id: rand.Text()[:16],
+		opts: opts, local: local, allow: newAllowances(opts.MaxKeys), holds: holds, id: rand.Text()[:16],
 		base: opts.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		refusedLog: rate.Sometimes{Interval: 10 * time.Second},
@@ -228,6 +212,7 @@ func New(opts Options) (*Tier, error) {
 		heldLog:    rate.Sometimes{Interval: 10 * time.Second},
 		late:       make(chan struct{}, maxLate),
 	}
+	t.pending = newPending(opts.MaxPending, opts.MaxPendingBytes, t.holdOf, opts.LooseHold)
 	// As if answered at the start: the first calls wait for a connection.
 	t.lastAnswer.Store(0)
 	t.m = newMetrics(opts.Registerer, t)

@@ -110,11 +110,19 @@ func serveService(t *testing.T, opts limiter.Options) *countingUpstream {
 // wires them.
 func sidecar(t *testing.T, up Upstream, opts Options) (*rls.Service, *Tier) {
 	t.Helper()
-	cfg := mustConfig(t)
+	return sidecarOn(t, mustConfig(t), up, opts)
+}
+
+// sidecarOn is sidecar with the limits of cfg.
+func sidecarOn(t *testing.T, cfg *config.Config, up Upstream, opts Options) (*rls.Service, *Tier) {
+	t.Helper()
 	flags, _ := cache.New(1000)
 	opts.Upstream, opts.Cache = up, flags
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Second // -race on a shared machine
+	}
+	if opts.LooseHold == 0 {
+		opts.LooseHold = -1 // every flush sends every key, unless the test holds
 	}
 	tier, err := New(opts)
 	if err != nil {
@@ -234,7 +242,7 @@ func TestAsyncRecordsPastTheLimit(t *testing.T) {
 	if ok := admit(t, s, 3, req("client", "x")); ok != 3 {
 		t.Fatalf("admitted %d from memory; want 3", ok)
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	// 4 + 3 recorded on a limit of 5: the next request is over limit, from
 	// the flag cache, without another upstream call.
 	calls := up.calls.Load()
@@ -258,7 +266,7 @@ func TestAsyncBatchesPerKeyAndDomain(t *testing.T) {
 	for i := range 100 {
 		admit(t, s, 2, req("bucket", "k"+strings.Repeat("x", i%70)))
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	// 70 keys: two calls (64 descriptors at most per call).
 	if n := up.calls.Load(); n != 2 {
 		t.Errorf("%d upstream calls for 70 keys; want 2", n)
@@ -284,7 +292,7 @@ func TestUpstreamDown(t *testing.T) {
 			if mode == Async {
 				// Async learns of the outage from a failed flush.
 				admit(t, s, 1, req("bucket", "first"))
-				tier.flush(nil)
+				tier.flush(nil, true)
 			} else {
 				admit(t, s, 1, req("bucket", "first"))
 			}
@@ -302,7 +310,7 @@ func TestUpstreamDown(t *testing.T) {
 			up.fail.Store(false)
 			clock.Advance(time.Second)
 			if mode == Async {
-				tier.flush(nil)
+				tier.flush(nil, true)
 			} else {
 				admit(t, s, 1, req("bucket", "probe"))
 			}
@@ -354,7 +362,7 @@ func TestPendingBounded(t *testing.T) {
 	clock := newClock()
 	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, MaxPending: 65, Registerer: reg, Now: clock.Now})
 	admit(t, s, 1, req("bucket", "first"))
-	tier.flush(nil) // fails: unhealthy
+	tier.flush(nil, true) // fails: unhealthy
 	for i := range 1000 {
 		admit(t, s, 1, req("bucket", "k"+strings.Repeat("y", i%200)+string(rune('a'+i%26))))
 	}
@@ -501,12 +509,12 @@ func TestAsyncProbesWithNothingPending(t *testing.T) {
 	clock := newClock()
 	_, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, RetryInterval: time.Second, Now: clock.Now})
 	tier.br.Failure(false, errors.New("connection refused"))
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if tier.Healthy() || up.calls.Load() != 0 {
 		t.Fatalf("within the retry interval: healthy %v after %d calls; want no probe yet", tier.Healthy(), up.calls.Load())
 	}
 	clock.Advance(time.Second)
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if !tier.Healthy() || up.calls.Load() != 1 {
 		t.Errorf("after the retry interval: healthy %v after %d calls; want one probe and healthy", tier.Healthy(), up.calls.Load())
 	}
@@ -538,8 +546,8 @@ func TestAsyncRefusedHitsDropped(t *testing.T) {
 			s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, Now: clk.Now})
 			clk.Advance(2 * slowWindow) // a timeout, with nothing answered since the start: gone
 			admit(t, s, 3, req("bucket", "b"))
-			tier.flush(nil)
-			tier.flush(nil)
+			tier.flush(nil, true)
+			tier.flush(nil, true)
 			dropped := testutil.ToFloat64(tier.m.dropped)
 			if refusal && (up.calls.Load() != 1 || !tier.Healthy() || dropped != 3) {
 				t.Errorf("after two flushes: %d calls, healthy %v, %v dropped; want 1 call, healthy, 3 dropped", up.calls.Load(), tier.Healthy(), dropped)
@@ -562,7 +570,7 @@ func TestPendingBoundedInBytes(t *testing.T) {
 	const budget = 256 << 10
 	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: time.Hour, BatchSize: 1 << 20, MaxPendingBytes: budget, Now: clock.Now})
 	admit(t, s, 1, req("bucket", "first"))
-	tier.flush(nil) // fails: the upstream is away
+	tier.flush(nil, true) // fails: the upstream is away
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -630,7 +638,7 @@ func TestRecordedOnTheLimitMatched(t *testing.T) {
 	}
 	admit(t, s, 1, req("plan", "free"))
 	admit(t, s, 1, req("plan", "vip"))
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if !tier.Healthy() || testutil.ToFloat64(tier.m.dropped) != 0 {
 		t.Fatalf("after the flush: healthy %v, %v dropped; want every hit recorded", tier.Healthy(), testutil.ToFloat64(tier.m.dropped))
 	}

@@ -92,6 +92,10 @@ func newMetrics(reg prometheus.Registerer, t *Tier) *metrics {
 				Name: "sluice_localfilter_allowance_keys",
 				Help: "Keys this sidecar holds an allowance for (its share of what a tight key's limit has left, from the upstream's answers), or held one for within the last second.",
 			}, func() float64 { return float64(int64(t.allow.len())) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_localfilter_held_keys",
+				Help: "Keys far from their limits whose hits the last flush kept pending under the upstream's holds (-loose-hold): recorded later, several hits a record.",
+			}, func() float64 { return float64(t.pending.kept.Load()) }),
 		)
 	}
 	return m

@@ -23,12 +23,18 @@ type pending struct {
 	seed          maphash.Seed
 	max, maxBytes int64
 	keys, bytes   atomic.Int64 // held, across shards
-	shards        [pendingShards]pendingShard
+	// holdOf is the units of a loose key its hits may be kept for, 0 for
+	// none (Tier.holdOf), and holdFor how long (ns) at most: see drain.
+	holdOf  func(key string) float64
+	holdFor int64
+	// kept is the keys the last drain kept pending under their holds.
+	kept   atomic.Int64
+	shards [pendingShards]pendingShard
 }
 
 type pendingShard struct {
 	mu   sync.Mutex
-	hits map[string]hits // guarded by mu; cleared, not replaced, by drain
+	hits map[string]hits // guarded by mu; emptied, not replaced, by drain
 	// Pad the 16 bytes above to 128 so that two shards' locks never share a
 	// cache line or an adjacent-line prefetch pair.
 	_ [128 - 16]byte
@@ -57,6 +63,11 @@ type hits struct {
 	// see memory): what stale hits are worth when they are sent late.
 	first, last, memory int64
 	size                int64 // pendingSize, counted in pending.bytes
+	// hold is the units of a loose key the hits may be kept unsent for,
+	// until holdUntil (ns; see drain): the key's hold (pkg/share) when its
+	// entry was made.
+	hold      float64
+	holdUntil int64
 }
 
 // pendingOverhead estimates a pending key's memory beyond its strings: its
@@ -74,8 +85,8 @@ func pendingSize(key string, h *hits) int64 {
 	return n
 }
 
-func newPending(max int, maxBytes int64) *pending {
-	p := &pending{seed: maphash.MakeSeed(), max: int64(max), maxBytes: maxBytes}
+func newPending(max int, maxBytes int64, holdOf func(string) float64, holdFor time.Duration) *pending {
+	p := &pending{seed: maphash.MakeSeed(), max: int64(max), maxBytes: maxBytes, holdOf: holdOf, holdFor: holdFor.Nanoseconds()}
 	for i := range p.shards {
 		p.shards[i].hits = make(map[string]hits)
 	}
@@ -94,6 +105,14 @@ func (p *pending) add(key string, n, asked, refund uint64, first, last int64, de
 		cur = describe()
 		cur.n, cur.asked, cur.refund, cur.first, cur.last = 0, 0, 0, first, last
 		cur.size = pendingSize(key, &cur)
+		cur.hold, cur.holdUntil = 0, 0
+		if p.holdFor > 0 {
+			if cur.hold = p.holdOf(key); cur.hold > 0 {
+				// Never past what the limit remembers: older hits are
+				// not worth sending (Tier.worth).
+				cur.holdUntil = first + min(p.holdFor, cur.memory)
+			}
+		}
 		// Room in the totals, taken or given back.
 		if p.keys.Add(1) > p.max || p.bytes.Add(cur.size) > p.maxBytes {
 			p.keys.Add(-1)
@@ -122,21 +141,33 @@ type entry struct {
 	hits
 }
 
-// drain moves every pending key's hits to dst and returns it.
-func (p *pending) drain(dst []entry) []entry {
+// drain moves the pending keys' hits to dst and returns it. Unless all,
+// it keeps those of a key under a hold (hits.hold) while they are within
+// it at now (ns): no more units than the hold, nothing refunded, before
+// holdUntil, and the buffer less than half full, so that holds never
+// crowd out new keys.
+func (p *pending) drain(dst []entry, now int64, all bool) []entry {
+	all = all || p.keys.Load() > p.max/2 || p.bytes.Load() > p.maxBytes/2
+	kept := int64(0)
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		var size int64
+		var size, moved int64
 		for k, h := range s.hits {
+			if !all && h.hold > 0 && h.refund == 0 && float64(h.n) <= h.hold && now < h.holdUntil {
+				kept++
+				continue
+			}
 			dst = append(dst, entry{key: k, hits: h})
 			size += h.size
+			moved++
+			delete(s.hits, k)
 		}
-		p.keys.Add(-int64(len(s.hits)))
+		p.keys.Add(-moved)
 		p.bytes.Add(-size)
-		clear(s.hits)
 		s.mu.Unlock()
 	}
+	p.kept.Store(kept)
 	return dst
 }
 

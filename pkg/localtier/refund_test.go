@@ -40,7 +40,7 @@ func TestRefundThroughTheSidecar(t *testing.T) {
 			if got := charge(2, true); got != "OK" {
 				t.Fatalf("2 refunded: %s", got)
 			}
-			tier.flush(nil)
+			tier.flush(nil, true)
 			if left := remaining(t, up, "route", "r"); left != 2 {
 				t.Fatalf("the refund did not reach the upstream with the flush: %d left; want 2", left)
 			}
@@ -77,7 +77,7 @@ func TestRefundToAnOlderServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if dropped, left := testutil.ToFloat64(tier.m.dropped), remaining(t, up, "route", "r"); dropped != 1 || left != 1 {
 		t.Fatalf("dropped %v, %d left upstream; want the refund of 1 dropped and the 2 hits recorded (1 left of 3)", dropped, left)
 	}

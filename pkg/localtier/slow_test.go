@@ -76,7 +76,7 @@ func TestSyncSlowIsNotGone(t *testing.T) {
 			t.Fatal("the call answered locally still awaited after 5s")
 		}
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if got := remaining(t, up.countingUpstream, "route", "late"); got != 2 {
 		t.Errorf("the slow answer's hit not recorded: %d of 3 left upstream; want 2", got)
 	}
@@ -106,7 +106,7 @@ func TestSyncLateAnswerCounted(t *testing.T) {
 			t.Fatal("the late answer never arrived")
 		}
 	}
-	tier.flush(nil)
+	tier.flush(nil, true)
 	if got := remaining(t, up.countingUpstream, "route", "counted"); got != 2 {
 		t.Errorf("%d of 3 left upstream; want 2: counted once, by the call that came late", got)
 	}

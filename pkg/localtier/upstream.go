@@ -120,8 +120,17 @@ func parseRetries(md metadata.MD) []int64 {
 // the upstream answered n recorded keys with: nil when it sent none or not
 // one per key (an upstream without allowances); an entry that does not
 // parse, or is negative, reads as -1: none.
-func parseAllowances(md metadata.MD, n int) []float64 {
-	v := md.Get(rls.AllowanceKey)
+func parseAllowances(md metadata.MD, n int) []float64 { return parseUnits(md, rls.AllowanceKey, n, -1) }
+
+// parseHolds reads the per-descriptor holds (rls.HoldKey) as
+// parseAllowances reads allowances; none reads as 0.
+func parseHolds(md metadata.MD, n int) []float64 { return parseUnits(md, rls.HoldKey, n, 0) }
+
+// parseUnits reads key's per-descriptor units for n keys: nil unless one
+// list of n; an entry that does not parse or is negative reads as none;
+// share.MaxRate at most.
+func parseUnits(md metadata.MD, key string, n int, none float64) []float64 {
+	v := md.Get(key)
 	if len(v) != 1 || strings.Count(v[0], ",") != n-1 {
 		return nil
 	}
@@ -129,7 +138,7 @@ func parseAllowances(md metadata.MD, n int) []float64 {
 	for p := range strings.SplitSeq(v[0], ",") {
 		a, err := strconv.ParseFloat(p, 64)
 		if err != nil || !(a >= 0) {
-			a = -1
+			a = none
 		}
 		out = append(out, min(a, share.MaxRate))
 	}

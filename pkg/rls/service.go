@@ -131,6 +131,14 @@ const (
 	// descriptor, the units the sidecar may admit for the key until it
 	// reports again, or -1 for no allowance (decide as usual).
 	AllowanceKey = "x-sluice-allowance"
+	// LooseHoldKey is request metadata an async sidecar sends with
+	// recorded hits: how long (µs) it may keep a loose key's hits before
+	// recording them (share.Report.Hold). HoldKey answers it: per
+	// descriptor, the units of the key it may keep so, 0 for none. A
+	// server that does not know them answers none, and a sidecar that
+	// does not send it is given none: it records every key every interval.
+	LooseHoldKey = "x-sluice-loose-hold-us"
+	HoldKey      = "x-sluice-hold"
 	// AgeKey is request metadata a sidecar sends with recorded hits: per
 	// descriptor, in order, how long before the call its newest hit was
 	// admitted, in µs of its own monotonic clock, comma-separated
@@ -171,6 +179,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		md := metadata.Pairs(RetryAfterKey, retryList(a))
 		if o.Demand != nil {
 			md.Append(AllowanceKey, allowanceList(a))
+			if o.Demand.Hold > 0 {
+				md.Append(HoldKey, holdList(a))
+			}
 		}
 		grpc.SetHeader(ctx, md)
 	}
@@ -246,7 +257,23 @@ func demandOf(ctx context.Context, n int) *limiter.Demand {
 	}
 	d.Held = heldOf(ctx, n)
 	d.Denied = deniedOf(ctx, n)
+	d.Hold = looseHoldOf(ctx)
 	return d
+}
+
+// looseHoldOf reads how long a sidecar may keep loose keys' hits
+// (LooseHoldKey): 0 when it says nothing, or it does not parse or is not
+// within (0, share.MaxHold].
+func looseHoldOf(ctx context.Context) time.Duration {
+	v := metadata.ValueFromIncomingContext(ctx, LooseHoldKey)
+	if len(v) != 1 || len(v[0]) > maxAgeText {
+		return 0
+	}
+	us, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || us <= 0 || us > share.MaxHold.Microseconds() {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // heldOf reads what a sidecar held of its allowances (HeldKey) for n
@@ -309,6 +336,10 @@ const maxRateText = 32
 
 func allowanceList(a *limiter.Answer) string {
 	return statusList(a, func(b []byte, st *limiter.Status) []byte { return strconv.AppendFloat(b, st.Allowance, 'f', -1, 64) })
+}
+
+func holdList(a *limiter.Answer) string {
+	return statusList(a, func(b []byte, st *limiter.Status) []byte { return strconv.AppendFloat(b, st.Hold, 'f', -1, 64) })
 }
 
 func retryList(a *limiter.Answer) string {

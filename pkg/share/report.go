@@ -34,6 +34,10 @@ type Report struct {
 	// Asked is the units it was asked for since its last report: the hits
 	// the report records and those it refused (MaxAskedWeight).
 	Asked float64
+	// Hold is how long it may keep a loose key's hits before recording
+	// them, when an answer gives it units to (Tracker.AllotHold); 0: it
+	// records every key every interval.
+	Hold time.Duration
 }
 
 // MaxAsked bounds Report.Asked: MaxRate for MaxInterval.
@@ -55,5 +59,6 @@ func (r Report) Valid() bool {
 		r.Interval >= MinInterval && r.Interval <= MaxInterval &&
 		r.Rate >= 0 && r.Rate <= MaxRate && // NaN fails both
 		r.Held >= 0 && r.Held <= MaxRate &&
-		r.Asked >= 0 && r.Asked <= MaxAsked
+		r.Asked >= 0 && r.Asked <= MaxAsked &&
+		r.Hold >= 0 && r.Hold <= MaxHold
 }

@@ -48,7 +48,8 @@ func weigh(reports []entry, peer, sidecar string, shareCap, tightCap float64) (m
 // on their last answers without the store knowing, at now (ns): each one's
 // allowance, or what it held of the one before when it reported if more
 // (an answer takes a round trip to reach it, and until then it spends
-// that), for as long as the allowance may be spent (spendable). A sidecar
+// that), for as long as the allowance may be spent (spendable), and a
+// hold on the key while it was loose, for as long as it may run. A sidecar
 // that reports again has its hits in the store and a new answer.
 //
 // Not capped at each one's share of the pool now: on a pool that shrinks
@@ -66,6 +67,9 @@ func granted(reports []entry, peer, sidecar string, now int64) float64 {
 		}
 		if now-x.at < x.spendable() {
 			g += max(x.granted, x.held)
+		}
+		if now-x.at < x.holding() {
+			g += x.hold // kept unrecorded on a loose key (AllotHold)
 		}
 	}
 	return g
