@@ -9,7 +9,8 @@
 # The hybrid rows (sidecar, cached) read the tier's own counters around
 # each point: a point at which it decided anything without the central
 # state (fallback, shed, failure mode, dropped hits, its upstream marked
-# down) is a failed run, like one with errors, and each reports its
+# down, its records refused) is a failed run, like one with errors, and
+# each reports its
 # central cost: the server's and Redis's CPU per decided request.
 #
 # How the two cores are shared, the same for every row: everything on the
@@ -109,12 +110,21 @@ descriptors:
     rate_limit: {name: hot, unit: second, requests_per_unit: 1000000000}
   - key: flood
     rate_limit: {name: flood, unit: hour, requests_per_unit: 1}
+  # The sidecar rows' keys: far from their limits, which count a minute's
+  # hits (a per-second limit remembers a hit for a second, and a sidecar
+  # holds a loose key's hits for at most half that: -loose-hold).
+  - key: loose
+    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
   # Asked for at about half their rate by the sidecar rows (10k uniform
   # keys at 20-26k req/s: 2-2.6 a second of 5).
   - key: half
     rate_limit: {name: half, unit: minute, requests_per_unit: 300}
 YAML
 config="$bin/runtime/ratelimit/config/limits.yaml"
+# The sidecars' credentials: a server takes records (and answers with
+# shares and holds) only from sidecars it knows. Plaintext on loopback.
+echo "bench-sidecar $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$bin/tokens"
+cut -d' ' -f2 "$bin/tokens" > "$bin/token"
 
 wait_port() {
   for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
@@ -164,7 +174,8 @@ for round in $(seq "$rounds"); do
       stop "$server"
     fi
     if want redis || want zipf || want hot || want flood || want sidecar; then
-      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms
+      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms \
+        -sidecar-tokens "$bin/tokens" -sidecar-tokens-plaintext
       wait_port 18081
       metrics=(-metrics-url http://127.0.0.1:18080/metrics)
       want redis && points "sluice + Redis, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=r$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}"
@@ -174,11 +185,12 @@ for round in $(seq "$rounds"); do
       if want sidecar; then
         for mode in async sync; do
           serve sidecar "$dir/localfilter" -config "$config" -upstream 127.0.0.1:18081 -grpc-addr 127.0.0.1:19081 \
-            -http-addr 127.0.0.1:19080 -mode "$mode" -upstream-timeout 100ms -log-level warn
+            -http-addr 127.0.0.1:19080 -mode "$mode" -upstream-timeout 100ms -log-level warn \
+            -upstream-token-file "$bin/token" -upstream-token-plaintext
           wait_port 19081
           tier=(-tier-metrics-url http://127.0.0.1:19080/metrics -central-pids "$server,$redis")
-          points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=u$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
-          points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "client=z$mode$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
+          points "sidecar $mode, 10k keys uniform$tag" 19081 "$sidecar,$server,$redis" -descriptors "loose=u$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
+          points "sidecar $mode, 10k keys zipf$tag" 19081 "$sidecar,$server,$redis" -descriptors "loose=z$mode$k.%d" -keys 10000 -dist zipf "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
           [ $mode = async ] && points "sidecar $mode, 10k keys at half their limit$tag" 19081 "$sidecar,$server,$redis" -descriptors "half=h$mode$k.%d" -keys 10000 "${redisflags[@]}" "${metrics[@]}" "${tier[@]}"
           stop "$sidecar"
         done

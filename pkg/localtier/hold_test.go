@@ -17,7 +17,8 @@ import (
 
 // TestLooseKeysHeld: the hits of a key far from its limit wait under the
 // upstream's hold (1/16 of what it has left, the sidecar alone on it)
-// and are recorded once they pass it, once LooseHold has gone by, with a
+// and are recorded once they pass it, once LooseHold (or half what the
+// limit remembers, if less) has gone by, with a
 // refund, when the buffer is half full, and at Close; a tight key gets no
 // hold; an upstream that gives no holds has every key recorded every
 // flush.
@@ -28,6 +29,8 @@ descriptors:
     rate_limit: {name: wide, unit: hour, requests_per_unit: 1600}
   - key: bucket
     rate_limit: {name: bucket, unit: hour, requests_per_unit: 20}
+  - key: second
+    rate_limit: {name: second, unit: second, requests_per_unit: 16000}
 `
 	cfg, err := config.Parse(map[string][]byte{"l.yaml": []byte(wide)})
 	if err != nil {
@@ -96,6 +99,26 @@ descriptors:
 		tier.flush(nil, false)
 		if left := remaining(t, up, "wide", "a"); left != 1585 {
 			t.Fatalf("after the second: %d left; want 1585", left)
+		}
+	})
+	t.Run("held no longer than half what the limit remembers", func(t *testing.T) {
+		up := serve(t, true)
+		tier, admitN, clk := newSidecar(t, up, 0)
+		admitN(10, "second", "a")
+		tier.flush(nil, false)
+		admitN(5, "second", "a")
+		clk.Advance(499 * time.Millisecond)
+		tier.flush(nil, false)
+		if calls(tier) != 1 {
+			t.Fatalf("within half a second: %v record calls; want 1", calls(tier))
+		}
+		clk.Advance(time.Millisecond)
+		tier.flush(nil, false)
+		if calls(tier) != 2 {
+			t.Fatalf("after half a second: %v record calls; want 2", calls(tier))
+		}
+		if expired := testutil.ToFloat64(tier.m.expired); expired != 0 {
+			t.Errorf("%v hits expired; want none (every held hit sent while it counts)", expired)
 		}
 	})
 	t.Run("a refund is sent at once", func(t *testing.T) {

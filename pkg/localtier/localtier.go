@@ -82,7 +82,8 @@ type Options struct {
 	// LooseHold is how long async hits of a key far from its limit may be
 	// kept before they are recorded, within the units the upstream's
 	// answers allow (pkg/share: HoldShare of what the key has left), at
-	// most share.MaxHold and what the limit remembers of a hit: records of
+	// most share.MaxHold and half what the limit remembers of a hit, so
+	// that every hit is recorded while it still counts: records of
 	// keys asked for now and then carry several hits, not one. Default
 	// DefaultLooseHold; negative: every key's hits are recorded every
 	// FlushInterval.

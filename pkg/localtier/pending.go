@@ -108,9 +108,10 @@ func (p *pending) add(key string, n, asked, refund uint64, first, last int64, de
 		cur.hold, cur.holdUntil = 0, 0
 		if p.holdFor > 0 {
 			if cur.hold = p.holdOf(key); cur.hold > 0 {
-				// Never past what the limit remembers: older hits are
-				// not worth sending (Tier.worth).
-				cur.holdUntil = first + min(p.holdFor, cur.memory)
+				// Never near what the limit remembers, so that every
+				// hit is still worth sending when it goes (Tier.worth):
+				// half of it, the flush that sends them comes later.
+				cur.holdUntil = first + min(p.holdFor, cur.memory/2)
 			}
 		}
 		// Room in the totals, taken or given back.

@@ -74,7 +74,7 @@ type Result struct {
 	// TierFaults counts, by kind, the decisions the hybrid tier took
 	// without the central state during the measured phase
 	// (Options.TierMetricsURL): fallback, shed, failure_mode, dropped_hits,
-	// upstream_outages. Any makes the run a failed one.
+	// upstream_outages, records_refused. Any makes the run a failed one.
 	TierFaults map[string]float64 `json:"tier_faults,omitempty"`
 
 	// The merged histograms, for callers that want more than the summary.

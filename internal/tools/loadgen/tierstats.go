@@ -8,7 +8,9 @@ import (
 // A hybrid tier (a sidecar, or a server in cached Redis mode) can answer
 // fast by deciding without the central state: from its fallback share
 // with the upstream marked down, by shedding, or admitting hits it then
-// drops. A load generator counts those answers as successes, so a
+// drops; and a sidecar whose upstream does not take its records as a
+// sidecar's (it lacks the credentials) gets no shares or holds, its hits
+// decided as an ordinary request's. A load generator counts those answers as successes, so a
 // benchmark of the tier reads the tier's own counters around the measured
 // phase (Options.TierMetricsURL), and a run in which any of them moved is
 // a failed run, like one with errors.
@@ -24,6 +26,7 @@ var tierFaults = []tierFault{
 	{"failure_mode", "sluice_tier_decisions_total", "tier", "failure_mode"},
 	{"dropped_hits", "sluice_localfilter_dropped_hits_total", "", ""},
 	{"upstream_outages", "sluice_localfilter_upstream_outages_total", "", ""},
+	{"records_refused", "sluice_localfilter_record_refusals_total", "", ""},
 }
 
 // tierDecisions is the family a tier's endpoint serves once it decided:
