@@ -122,8 +122,10 @@ func (r matrixRow) check(slack float64) error {
 type matrixCell struct {
 	mode, alg, pattern string
 	servers            int
-	// flush, if set, is the sidecars' and cached servers' -flush-interval.
+	// flush, if set, is the sidecars' and cached servers' -flush-interval;
+	// tier, more flags of theirs.
 	flush time.Duration
+	tier  []string
 }
 
 func (c matrixCell) params() algorithm.Params {
@@ -158,6 +160,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 			if c.flush > 0 {
 				args = append(args, "-flush-interval", c.flush.String())
 			}
+			args = append(args, c.tier...)
 		} else {
 			args = append(args, auth.server...)
 		}
@@ -174,6 +177,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 			if c.flush > 0 {
 				args = append(args, "-flush-interval", c.flush.String())
 			}
+			args = append(args, c.tier...)
 			fronts = append(fronts, startSidecar(t, fmt.Sprintf("sidecar-%d", i), args...))
 		}
 	}

@@ -27,6 +27,7 @@ var (
 	matrixDuration = flag.Duration("matrix.duration", 5*time.Second, "each run's load")
 	matrixOut      = flag.String("matrix.out", "", "append each run's row to this file (markdown)")
 	matrixFlush    = flag.Duration("matrix.flush", 0, "the sidecars' and cached servers' -flush-interval; 0: their default")
+	matrixTier     = flag.String("matrix.tier", "", "more flags for the sidecars and cached servers, space-separated (e.g. \"-loose-hold 0\")")
 )
 
 func TestExactMatrix(t *testing.T) {
@@ -48,7 +49,7 @@ func TestExactMatrix(t *testing.T) {
 					for run := range *matrixRuns {
 						name := fmt.Sprintf("%s/%s/%s/%d/%d", mode, alg, strings.ReplaceAll(pattern, "/", "-"), servers, run+1)
 						t.Run(name, func(t *testing.T) {
-							r := matrixCell{mode: mode, alg: alg, pattern: pattern, servers: servers, flush: *matrixFlush}.run(t, *matrixDuration)
+							r := matrixCell{mode: mode, alg: alg, pattern: pattern, servers: servers, flush: *matrixFlush, tier: strings.Fields(*matrixTier)}.run(t, *matrixDuration)
 							fmt.Fprintln(out, r)
 							if err := r.check(0); err != nil {
 								t.Errorf("%s: %v", name, err)

@@ -197,7 +197,7 @@ func checkHTTP2(t *testing.T, c *clusterv3.Cluster) {
 // TestBootstrapsShareRoutes: the three layouts differ in the rate limit cluster and filters,
 // never in their routes, so a route or descriptor change must be made in all of them.
 func TestBootstrapsShareRoutes(t *testing.T) {
-	files := loadBootstraps(t)
+	files := rlsLayouts(t)
 	const reference = "front-proxy-sidecar.yaml"
 	want := connManagers(t, bootstrap(t, files, reference))
 	for _, f := range files {

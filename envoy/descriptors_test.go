@@ -108,7 +108,7 @@ func TestRoutesMatchConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Load(%s): %v", configDir, err)
 	}
-	for _, f := range loadBootstraps(t) {
+	for _, f := range rlsLayouts(t) {
 		t.Run(f.name, func(t *testing.T) {
 			reached := map[string]bool{}
 			domains := map[string]bool{}
@@ -138,7 +138,7 @@ func TestRoutesMatchConfig(t *testing.T) {
 // TestEveryRouteLimitsPerClient: each route sends the per-client descriptor
 // [("remote_address", client)] on its own, so no route escapes the per-client limit.
 func TestEveryRouteLimitsPerClient(t *testing.T) {
-	for _, f := range loadBootstraps(t) {
+	for _, f := range rlsLayouts(t) {
 		for _, cm := range connManagers(t, f.b) {
 			perClient := map[string]bool{}
 			for _, s := range routeShapes(t, cm) {

@@ -15,6 +15,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -65,6 +66,23 @@ func loadBootstraps(t *testing.T) []bootstrapFile {
 }
 
 // bootstrap returns the file called name from files.
+// rlsLayouts are the bootstraps whose proxies call the rate limit service per request (the
+// envoy.filters.http.ratelimit filter): the layouts that share their routes and descriptors.
+// front-proxy-rlqs.yaml is not one: its Envoy holds token buckets of its own (rlqs_test.go).
+func rlsLayouts(t *testing.T) []bootstrapFile {
+	t.Helper()
+	var out []bootstrapFile
+	for _, f := range loadBootstraps(t) {
+		for _, cm := range connManagers(t, f.b) {
+			if slices.ContainsFunc(cm.HCM.GetHttpFilters(), func(h *hcmv3.HttpFilter) bool { return h.GetName() == "envoy.filters.http.ratelimit" }) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
 func bootstrap(t *testing.T, files []bootstrapFile, name string) *bootstrapv3.Bootstrap {
 	t.Helper()
 	i := slices.IndexFunc(files, func(f bootstrapFile) bool { return f.name == name })

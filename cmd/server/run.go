@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -124,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	err = o.Serve(ctx, log, srv.Service, srv.Admin(reg, admin), func(g, h net.Addr) {
 		log.Info("sluice server listening", "grpc_addr", g.String(), "http_addr", h.String(),
 			"store", parts.StoreName(), "redis_mode", o.redisMode, "failure_mode", failure, "config", srv.Config().Source(), "config_version", srv.Config().Current().Version())
-	})
+	}, func(g *grpc.Server) { rlqsv3.RegisterRateLimitQuotaServiceServer(g, srv.Quota) })
 	if tier != nil {
 		tier.Close() // record the hits admitted so far
 	}

@@ -144,9 +144,11 @@ type entry struct {
 
 // drain moves the pending keys' hits to dst and returns it. Unless all,
 // it keeps those of a key under a hold (hits.hold) while they are within
-// it at now (ns): no more units than the hold, nothing refunded, before
-// holdUntil, and the buffer less than half full, so that holds never
-// crowd out new keys.
+// it at now (ns): no more units than the hold, nothing refunded or
+// refused (a key that refuses is not loose any more: held, a key that
+// turned tight went unreported while its allowance lapsed, and three
+// sidecars at 1.5× a limit admitted 1 % less), before holdUntil, and the
+// buffer less than half full, so that holds never crowd out new keys.
 func (p *pending) drain(dst []entry, now int64, all bool) []entry {
 	all = all || p.keys.Load() > p.max/2 || p.bytes.Load() > p.maxBytes/2
 	kept := int64(0)
@@ -155,7 +157,7 @@ func (p *pending) drain(dst []entry, now int64, all bool) []entry {
 		s.mu.Lock()
 		var size, moved int64
 		for k, h := range s.hits {
-			if !all && h.hold > 0 && h.refund == 0 && float64(h.n) <= h.hold && now < h.holdUntil {
+			if !all && h.hold > 0 && h.refund == 0 && h.asked == h.n && float64(h.n) <= h.hold && now < h.holdUntil {
 				kept++
 				continue
 			}

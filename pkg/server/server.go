@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/limiter"
 	"github.com/sluicehq/sluice/pkg/peerauth"
 	"github.com/sluicehq/sluice/pkg/reload"
+	"github.com/sluicehq/sluice/pkg/rlqs"
 	"github.com/sluicehq/sluice/pkg/rls"
 	"github.com/sluicehq/sluice/pkg/topkeys"
 )
@@ -123,8 +124,12 @@ type Options struct {
 // it. It is safe for concurrent use.
 type Server struct {
 	Service *rls.Service
-	parts   *Parts
-	top     *topkeys.Tracker // the keys refused most, per limit
+	// Quota is Envoy's rate limit quota service (RLQS) on the same
+	// limits and counters, for Envoys running the
+	// envoy.filters.http.rate_limit_quota filter.
+	Quota *rlqs.Service
+	parts *Parts
+	top   *topkeys.Tracker // the keys refused most, per limit
 	// When the server started, and its requests per second by result,
 	// for the admin page.
 	started time.Time
@@ -174,6 +179,9 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 		sopts = append(sopts, rls.WithDynamicMetadata())
 	}
 	s.Service = rls.NewService(core, sopts...)
+	if s.Quota, err = rlqs.New(rlqs.Options{Config: p.Config.Current, Decider: core, Auth: proxies, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.history = console.NewHistory(limiter.RequestCodes(), historySeconds)

@@ -70,7 +70,8 @@
 // time, though a key far from its limit gains nothing by it: with keys
 // asked for a few times a second, nearly every request became a record.
 // A sidecar that says how long it may keep a loose key's hits
-// (Report.Hold) gets with each answer on a loose key a hold: the units it
+// (Report.Hold) gets with each answer on a loose key whose pool covers
+// HoldMargin times its sidecars' demand over the hold a hold: the units it
 // may keep unrecorded until then, its demand's share of HoldShare of the
 // pool, rounded down. So the hits all the sidecars keep unrecorded on a
 // key stay within HoldShare of what the key had left at their answers, on
@@ -111,6 +112,14 @@ const (
 // may hold unrecorded beyond their reporting intervals, all together
 // (Tracker.AllotHold): half of what the tightness margin leaves.
 const HoldShare = 1.0 / (2 * Tightness)
+
+// HoldMargin is how many times the demand of all its sidecars over a
+// whole hold a key's pool must cover for a hold to be given: a key a flood
+// drains within the hold is recorded every interval, since a hold given
+// while it was still loose counts against the others' allowances once it
+// is tight (granted); holds on a flood's keys at its start cost 1 % of
+// what three sidecars admitted at 1.5× the limit.
+const HoldMargin = 2
 
 // What one peer's demand can weigh. A report is honoured only from an
 // authenticated peer (pkg/peerauth), but a peer holding valid credentials

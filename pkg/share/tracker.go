@@ -134,8 +134,9 @@ func (t *Tracker) Allot(key string, r Report, pool float64, lim Limit, now time.
 	return g
 }
 
-// AllotHold is Allot, and on a key that is not tight, the units of it the
-// sidecar may keep unrecorded for r.Hold (0 when r.Hold is 0): its
+// AllotHold is Allot, and on a key that is not tight and whose pool
+// covers HoldMargin times the sidecars' demand over r.Hold, the units of
+// it the sidecar may keep unrecorded for r.Hold (0 when r.Hold is 0): its
 // demand's share of HoldShare of the pool, in whole units rounded down,
 // so that the holds of all the sidecars of a key stay within HoldShare of
 // what it had left at their answers. While a hold may run, the units count
@@ -197,8 +198,8 @@ func (t *Tracker) AllotHold(key string, r Report, pool float64, lim Limit, now t
 		}
 		mine, total, exposure := weigh(ks.reports, e.peer, e.sidecar, lim.Rate*MaxShareWeight, lim.Capacity/(2*Tightness))
 		g = Allot(pool, mine, total, exposure, rand.Float64())
-		if g < 0 && r.Hold > 0 && total > 0 {
-			hold = math.Floor(max(0, pool) * HoldShare * mine / total)
+		if g < 0 && r.Hold > 0 && total > 0 && pool >= HoldMargin*total*r.Hold.Seconds() {
+			hold = math.Floor(pool * HoldShare * mine / total)
 		}
 		if g > 0 {
 			// Never more than is truly left: the pool less what the others

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/daemon/flagenv"
 	"github.com/sluicehq/sluice/internal/daemon/refenv"
@@ -159,8 +160,9 @@ func (f *Flags) LogReference(log *slog.Logger) {
 }
 
 // Serve runs svc on the gRPC listener and admin on the HTTP one, as the
-// flags ask (TLS, pprof, the grace period), until ctx ends; see Run.
-func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimitServiceServer, admin *http.ServeMux, listening func(grpc, http net.Addr)) error {
+// flags ask (TLS, pprof, the grace period), until ctx ends; see Run. Each
+// of more registers another service on the gRPC server.
+func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimitServiceServer, admin *http.ServeMux, listening func(grpc, http net.Addr), more ...func(*grpc.Server)) error {
 	gopts, err := f.TLS.ServerOptions()
 	if err != nil {
 		return err
@@ -170,8 +172,12 @@ func (f *Flags) Serve(ctx context.Context, log *slog.Logger, svc rlsv3.RateLimit
 	}
 	f.LogReference(log)
 	f.GC.Apply(log)
+	g := NewGRPC(svc, gopts...)
+	for _, register := range more {
+		register(g.Server)
+	}
 	return Run(ctx, Options{
-		Log: log, GRPC: NewGRPC(svc, gopts...), Admin: admin,
+		Log: log, GRPC: g, Admin: admin,
 		GRPCAddr: f.GRPCAddr, HTTPAddr: f.HTTPAddr, Grace: f.Grace, Listening: listening,
 	})
 }

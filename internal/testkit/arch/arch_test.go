@@ -107,8 +107,10 @@ var allowed = map[string][]string{
 	"pkg/global":      {"pkg/algorithm"},
 	"pkg/limiter":     {"pkg/algorithm", "pkg/config", "pkg/cache", "pkg/breaker", "pkg/share", "pkg/topkeys"},
 	// Envoy's wire: it reaches no store (pkg/server assembles one).
-	"pkg/rls":       {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth", "pkg/share", "pkg/wire"},
-	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/cache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rls", "pkg/share", "pkg/topkeys"},
+	"pkg/rls": {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth", "pkg/share", "pkg/wire"},
+	// Envoy's rate limit quota service: on the core, as pkg/rls is.
+	"pkg/rlqs":      {"pkg/algorithm", "pkg/config", "pkg/limiter", "pkg/peerauth"},
+	"pkg/server":    {"pkg/algorithm", "pkg/breaker", "pkg/config", "pkg/console", "pkg/cache", "pkg/global", "pkg/limiter", "pkg/peerauth", "pkg/reload", "pkg/rlqs", "pkg/rls", "pkg/share", "pkg/topkeys"},
 	"pkg/localtier": {"pkg/algorithm", "pkg/config", "pkg/cache", "pkg/breaker", "pkg/limiter", "pkg/localbucket", "pkg/lrumap", "pkg/rls", "pkg/share", "pkg/console"},
 	"pkg/httplimit": {"pkg/algorithm", "pkg/breaker", "pkg/global", "pkg/limiter", "pkg/retry", "pkg/rls", "pkg/server", "pkg/wire"},
 }

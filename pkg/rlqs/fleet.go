@@ -1,0 +1,227 @@
+package rlqs
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// fleet holds, per limit key, the Envoys (streams) drawing on it: the
+// demand each last reported and the share the split gives it. At every
+// report the key's rate is split again among its members whose demand is
+// fresh; a member whose share changed by more than moved is poked, so that
+// its stream pushes the new share at once rather than at its next report:
+// the shares in force then sum to the limit within moved, whatever the
+// order the Envoys report in. It holds at most maxKeys keys; a report on
+// another key past that gets a share as if alone (the service counts it).
+type fleet struct {
+	mu      sync.Mutex
+	keys    map[string]map[uint64]*member // guarded by mu
+	maxKeys int
+}
+
+type member struct {
+	demand float64 // units a second asked for; below 0: not known yet
+	// window holds its last reports' requests and the seconds they
+	// cover, the demand's base (demandReports of them).
+	window [demandReports]struct{ n, secs float64 }
+	next   int
+	at     time.Time
+	share  Share            // what the last split gives it
+	sent   float64          // the rate its stream last pushed (sent)
+	poke   func(key string) // asks its stream to push its share
+}
+
+// demandFresh is how long a report's demand counts: three of Envoy's
+// report intervals, so that one lost report does not drop an Envoy.
+const demandFresh = 3 * ReportInterval
+
+// moved is how far a member's share may fall below what it was last
+// pushed before it is pushed again, so that the shares in force sum to at
+// most 1 + moved times the limit; grown how far it may rise. A push costs
+// the Envoy up to a token (a changed bucket starts at the old one's
+// ratio, rounded down), so rises wait longer, at most until its own next
+// report.
+const (
+	moved = 0.02
+	grown = 0.10
+)
+
+func newFleet(maxKeys int) *fleet {
+	return &fleet{keys: make(map[string]map[uint64]*member), maxKeys: maxKeys}
+}
+
+// shape is what the fleet splits of a limit (limitRate).
+type shape struct {
+	rate, burst float64 // units a second; units held
+	// window, for a windowed algorithm, is its window in seconds: the
+	// shares' rate leaves room in it for what their buckets hold.
+	window float64
+}
+
+// demandReports is how many of a member's reports its demand is taken
+// over: a rate of a few requests a report reads as whole requests in
+// whole seconds (0.3 a second as 1 or 2 in 5 s), and over three reports
+// it moves by a sixth rather than by half.
+const demandReports = 3
+
+// observe adds a report of n requests over secs seconds and returns the
+// demand they say: the requests a second of its last demandReports
+// reports, or -1 while they cover less than a second (a first report).
+func (m *member) observe(n, secs float64) float64 {
+	m.window[m.next%demandReports] = struct{ n, secs float64 }{n, secs}
+	m.next++
+	var sum, over float64
+	for _, w := range m.window {
+		sum += w.n
+		over += w.secs
+	}
+	if over < 1 {
+		return -1
+	}
+	return sum / over
+}
+
+// report records stream's report of n requests over secs seconds on key
+// (a limit of shape lim) at now,
+// splits the key among its fresh members and returns stream's share; ok
+// is false when the fleet is full and key not in it (the share is then
+// the whole limit's). Each other member whose share moved (moved, grown)
+// is poked, outside the lock. A demand below 0 is unknown (a first
+// report): taken as the mean of the known ones, or the limit's rate while
+// none is known.
+func (f *fleet) report(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (_ Share, ok bool) {
+	var poked []func(string)
+	defer func() {
+		for _, p := range poked {
+			p(key)
+		}
+	}()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := f.keys[key]
+	if k == nil {
+		if len(f.keys) >= f.maxKeys {
+			return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1), false
+		}
+		k = make(map[uint64]*member)
+		f.keys[key] = k
+	}
+	me := k[stream]
+	if me == nil {
+		me = &member{poke: poke, demand: -1}
+		k[stream] = me
+	}
+	if demand := me.observe(n, secs); me.demand < 0 || demand < 0 || math.Abs(demand-me.demand) > me.demand*steady {
+		me.demand = demand
+	}
+	me.at = now
+	known, sum := 0, 0.0
+	for id, m := range k {
+		if now.Sub(m.at) > demandFresh {
+			delete(k, id)
+			continue
+		}
+		if m.demand >= 0 {
+			known++
+			sum += m.demand
+		}
+	}
+	guess := lim.rate // for the unknown demands
+	if known > 0 {
+		guess = sum / float64(known)
+	}
+	all := make([]float64, 0, len(k))
+	for _, m := range k {
+		all = append(all, m.demandOr(guess))
+	}
+	for id, m := range k {
+		sh := lim.fit(split(lim.rate, lim.burst, m.demandOr(guess), all), len(all))
+		if id != stream && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
+			poked = append(poked, m.poke)
+		}
+		m.share = sh
+	}
+	return me.share, true
+}
+
+// steady is how far a reported demand may move from the one kept before
+// it replaces it: whole-second reports of a steady rate move by a request
+// or two (1.5 a second reads as 7 or 8 in 5 s), and each move would move
+// the shares and cost every Envoy whose bucket changed up to a token. The
+// shares sum to the limit whatever the demands, so this costs a fleet
+// nothing, and an Envoy at most steady of its part.
+const steady = 0.25
+
+// demandOr is m's demand, or guess while it is unknown.
+func (m *member) demandOr(guess float64) float64 {
+	if m.demand < 0 {
+		return guess
+	}
+	return m.demand
+}
+
+// minTokens is the fewest tokens an Envoy's bucket holds: with one, a
+// request that comes later than the next token's refill finds the bucket
+// full and the refill since lost, and Envoys asked for 1.5 times their
+// shares admitted 0.72 of them.
+const minTokens = 2
+
+// fit is sh as Envoy takes it, one of n shares: at least minTokens held;
+// on a windowed limit, the rate lowered so that what the n buckets hold
+// and a window's refill together stay within the window's limit (at
+// least half the rate is kept: a limit too small for its Envoys' buckets
+// overshoots by them, as documented).
+func (lim shape) fit(sh Share, n int) Share {
+	sh.Burst = max(sh.Burst, minTokens)
+	if lim.window > 0 && lim.rate > 0 {
+		perWindow := lim.rate * lim.window
+		held := max(lim.burst, float64(n)*minTokens)
+		sh.Rate *= max(0.5, (perWindow-held)/perWindow)
+	}
+	return sh
+}
+
+// drifted reports whether a share of rate is to be pushed over one of
+// sent: it moved by more than moved either way.
+func drifted(rate, sent float64) bool { return rate < sent*(1-moved) || rate > sent*(1+moved) }
+
+// sent notes that stream pushed a share of rate on key.
+func (f *fleet) sent(key string, stream uint64, rate float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.keys[key][stream]; m != nil {
+		m.sent = rate
+	}
+}
+
+// shareOf is stream's share on key now, as the last split left it.
+func (f *fleet) shareOf(key string, stream uint64) (Share, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.keys[key][stream]
+	if m == nil {
+		return Share{}, false
+	}
+	return m.share, true
+}
+
+// leave forgets stream's demand on key (the bucket was abandoned, or the
+// stream ended); the others' shares grow at their next reports.
+func (f *fleet) leave(key string, stream uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if k := f.keys[key]; k != nil {
+		delete(k, stream)
+		if len(k) == 0 {
+			delete(f.keys, key)
+		}
+	}
+}
+
+// len is the keys held.
+func (f *fleet) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.keys)
+}

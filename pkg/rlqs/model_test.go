@@ -1,0 +1,234 @@
+package rlqs
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+
+	"github.com/sluicehq/sluice/internal/testkit/rlqsenvoy"
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/global"
+	"github.com/sluicehq/sluice/pkg/limiter"
+	"github.com/sluicehq/sluice/pkg/peerauth"
+)
+
+const modelLimits = `domain: quota
+descriptors:
+  - key: name
+    value: bucket
+    rate_limit: {name: bucket, unit: second, requests_per_unit: 100}
+  - key: name
+    value: window
+    rate_limit: {name: window, unit: minute, requests_per_unit: 6000, algorithm: fixed_window}
+`
+
+// anyone admits every caller.
+type anyone struct{}
+
+func (anyone) Authenticate(context.Context) (string, peerauth.Refusal) { return "envoy", "" }
+
+// clocked is a memory store deciding at the simulation's time.
+type clocked struct {
+	m   *global.Memory
+	now func() time.Time
+}
+
+func (c clocked) Decide(_ context.Context, items []algorithm.Item, out []algorithm.Result) error {
+	return c.m.DecideAt(items, out, c.now().UnixMicro())
+}
+
+// sim is a fleet of model Envoys on one Service, in simulated time: each
+// step the Envoys are offered their requests, tick, and get the answers
+// (and the pushes) at once.
+type sim struct {
+	t      *testing.T
+	now    time.Time
+	svc    *Service
+	envoys []*simEnvoy
+}
+
+type simEnvoy struct {
+	env             *rlqsenvoy.Envoy
+	ss              *stream
+	queue           []*rlqsv3.RateLimitQuotaResponse
+	rate, acc       float64 // requests offered a second
+	asked, admitted int
+}
+
+type simStream struct {
+	s *sim
+	e *simEnvoy
+}
+
+func (st simStream) Send(m *rlqsv3.RateLimitQuotaUsageReports) error {
+	resp, err := st.s.svc.report(context.Background(), st.e.ss, m)
+	if err != nil {
+		return err
+	}
+	if len(resp.GetBucketAction()) > 0 {
+		st.e.queue = append(st.e.queue, resp)
+	}
+	return nil
+}
+
+func newSim(t *testing.T, start time.Time) *sim {
+	t.Helper()
+	s := &sim{t: t, now: start}
+	cfg, err := config.Parse(map[string][]byte{"q.yaml": []byte(modelLimits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time { return s.now }
+	core, err := limiter.New(limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: clocked{m, clock}}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.svc, err = New(Options{Config: func() *config.Config { return cfg }, Decider: core, Auth: anyone{}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *sim) addEnvoy(rate float64) *simEnvoy {
+	e := &simEnvoy{rate: rate}
+	e.env = rlqsenvoy.New("quota", func() (rlqsenvoy.Stream, error) {
+		e.ss = &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+		return simStream{s, e}, nil
+	})
+	s.envoys = append(s.envoys, e)
+	return e
+}
+
+// run offers the Envoys their rates of requests on bucket for d in steps
+// of dt, each request decided also by exact, the same limit alone.
+func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time.Time) bool) (admitted, exactAdmitted int) {
+	for end := s.now.Add(d); s.now.Before(end); s.now = s.now.Add(dt) {
+		for _, e := range s.envoys {
+			for e.acc += e.rate * dt.Seconds(); e.acc >= 1; e.acc-- {
+				e.asked++
+				if e.env.Request(bucket, rlqsenvoy.Settings{}, s.now) {
+					e.admitted++
+					admitted++
+				}
+				if exact(s.now) {
+					exactAdmitted++
+				}
+			}
+			e.env.Tick(s.now)
+		}
+		s.settle()
+	}
+	return admitted, exactAdmitted
+}
+
+// settle pushes what the fleet poked and delivers every answer.
+func (s *sim) settle() {
+	for _, e := range s.envoys {
+		for e.ss != nil && len(e.ss.pokes) > 0 {
+			if resp := s.svc.poked(e.ss, <-e.ss.pokes); resp != nil {
+				e.queue = append(e.queue, resp)
+			}
+		}
+	}
+	for _, e := range s.envoys {
+		for _, r := range e.queue {
+			e.env.Deliver(r, s.now)
+		}
+		e.queue = e.queue[:0]
+	}
+}
+
+// exactLimiter decides one request at a time on a store of its own.
+func exactLimiter(t *testing.T, name string) func(time.Time) bool {
+	cfg, err := config.Parse(map[string][]byte{"q.yaml": []byte(modelLimits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := cfg.Match("quota", []config.Entry{{Key: "name", Value: name}})
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]algorithm.Result, 1)
+	return func(now time.Time) bool {
+		if err := m.DecideAt([]algorithm.Item{{Key: "exact", Params: lim.RateLimit.Params(), Cost: 1}}, out, now.UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Allowed
+	}
+}
+
+// TestModelFleets: 10 and 100 model Envoys, even and zipf demand, on a
+// token bucket and a fixed window, two minutes in simulated time:
+// admitted within 1.05 of an exact limiter, and at 1.5× offered at least
+// 0.95 in the second minute, once the Envoys' reports have told their
+// demands (the first, from cold, is logged); in it every Envoy with demand
+// gets at least half its fair share (the limit in proportion to its
+// demand, capped at its demand).
+func TestModelFleets(t *testing.T) {
+	start := time.Unix(1_700_000_040, 0) // a minute's start: the window's
+	for _, limit := range []string{"bucket", "window"} {
+		for _, n := range []int{10, 100} {
+			for _, dist := range []string{"even", "zipf"} {
+				for _, load := range []float64{10, 1.5} {
+					t.Run(fmt.Sprintf("%s/%d/%s/%gx", limit, n, dist, load), func(t *testing.T) {
+						s := newSim(t, start)
+						weights, sum := make([]float64, n), 0.0
+						for i := range weights {
+							weights[i] = 1
+							if dist == "zipf" {
+								weights[i] = 1 / math.Pow(float64(i+1), 1.1)
+							}
+							sum += weights[i]
+						}
+						const rate = 100 // both limits: 100 a second
+						for i := range n {
+							s.addEnvoy(load * rate * weights[i] / sum)
+						}
+						ex := exactLimiter(t, limit)
+						id := map[string]string{"name": limit}
+						// The first minute starts cold: no demand is known until
+						// the first periodic reports (5 s), and the shares start
+						// equal. The second is measured (one fixed window).
+						a0, e0 := s.run(id, time.Minute, 10*time.Millisecond, ex)
+						for _, e := range s.envoys {
+							e.asked, e.admitted = 0, 0
+						}
+						admitted, exact := s.run(id, time.Minute, 10*time.Millisecond, ex)
+						cold, ratio := float64(a0)/float64(e0), float64(admitted)/float64(exact)
+						t.Logf("first minute: admitted %d, exact %d: %.3f; second: %d, %d: %.3f", a0, e0, cold, admitted, exact, ratio)
+						if cold > 1.05 || ratio > 1.05 {
+							t.Errorf("admitted %.3f of exact in the first minute, %.3f in the second; want at most 1.05", cold, ratio)
+						}
+						if load == 1.5 && ratio < 0.95 {
+							t.Errorf("at 1.5×, admitted %.3f of exact in the second minute; want at least 0.95", ratio)
+						}
+						asked := 0
+						for _, e := range s.envoys {
+							asked += e.asked
+						}
+						for i, e := range s.envoys {
+							fair := min(float64(e.asked), float64(exact)*float64(e.asked)/float64(asked))
+							if e.asked == 0 {
+								continue
+							}
+							if float64(e.admitted) < fair/2 {
+								t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, e.admitted, e.asked, fair)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package rlqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/algorithm"
+	"github.com/sluicehq/sluice/pkg/config"
+	"github.com/sluicehq/sluice/pkg/limiter"
+)
+
+// stream is one Envoy's stream: its domain and the buckets it reported.
+// Only its own goroutine touches it.
+type stream struct {
+	id      uint64
+	peer    string
+	domain  string
+	buckets map[string]*bucket // by canonical id
+	pokes   chan string        // fleet keys whose shares moved
+}
+
+// poke asks the stream to push its share of key; a stream whose pokes are
+// full gets it with its next report.
+func (ss *stream) poke(key string) {
+	select {
+	case ss.pokes <- key:
+	default:
+	}
+}
+
+// bucket is one bucket of a stream, as last resolved and assigned.
+type bucket struct {
+	id      *rlqsv3.BucketId
+	cfg     *config.Config // the config entries and limit were resolved on
+	entries []config.Entry
+	limit   *config.Limit
+	key     string // the fleet's key for the limit ("" for none)
+	last    *typev3.TokenBucket
+	share   float64   // the rate last assigned
+	idle    time.Time // since when it was reported without requests; zero: busy
+}
+
+// Bounds on what one report may carry.
+const (
+	maxDomainLen = limiter.MaxDomainLen
+	maxValueLen  = 4 * limiter.MaxValueLen
+)
+
+// report records m's allowed counts and answers with the assignments of
+// its buckets. A report that breaks the protocol (another domain than the
+// stream's) ends the stream; a bucket it cannot take is skipped, counted.
+func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuotaUsageReports) (*rlqsv3.RateLimitQuotaResponse, error) {
+	s.m.reports.Inc()
+	switch d := m.GetDomain(); {
+	case d == "" || len(d) > maxDomainLen:
+		return nil, status.Errorf(codes.InvalidArgument, "rlqs: a domain of %d bytes; want 1 to %d", len(d), maxDomainLen)
+	case ss.domain == "":
+		ss.domain = d
+	case d != ss.domain:
+		return nil, status.Errorf(codes.InvalidArgument, "rlqs: domain %.64q on a stream of domain %.64q: one domain a stream", d, ss.domain)
+	}
+	if len(m.GetBucketQuotaUsages()) > s.opts.MaxBucketsPerStream {
+		s.m.refused.WithLabelValues("buckets_full").Inc()
+		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: %d buckets in one report; at most %d", len(m.GetBucketQuotaUsages()), s.opts.MaxBucketsPerStream)
+	}
+	now := s.opts.Now()
+	cfg := s.opts.Config()
+	type used struct {
+		b                    *bucket
+		allowed, asked, secs float64
+	}
+	var (
+		in   []used
+		recs = records{domain: ss.domain}
+		ages []int64
+	)
+	for _, u := range m.GetBucketQuotaUsages() {
+		b := s.bucketOf(ss, u.GetBucketId(), cfg)
+		if b == nil {
+			continue
+		}
+		elapsed := max(u.GetTimeElapsed().AsDuration(), 0)
+		allowed, denied := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
+		// Demand: the requests Envoy was asked for over the time the
+		// report covers (0 s on a first report: not known yet).
+		in = append(in, used{b, float64(allowed), float64(min(allowed+denied, limiter.MaxCost)), elapsed.Seconds()})
+		if allowed > 0 && b.limit != nil {
+			// The report's requests are placed at the middle of the time
+			// it covers (whole seconds): its allowed count is recorded there
+			// (algorithm.Record), at most a window back.
+			recs.add(b.entries, min(allowed, limiter.MaxCost))
+			ages = append(ages, min(elapsed.Microseconds()/2, algorithm.MaxWindow))
+		}
+	}
+	s.record(ctx, &recs, ages)
+
+	resp := &rlqsv3.RateLimitQuotaResponse{}
+	for _, u := range in {
+		b := u.b
+		if u.asked == 0 && u.secs > 0 {
+			if b.idle.IsZero() {
+				b.idle = now
+			} else if now.Sub(b.idle) >= s.opts.AbandonAfter {
+				resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
+					BucketId:     b.id,
+					BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
+				})
+				s.forget(ss, b)
+				s.m.assignments.WithLabelValues("abandon").Inc()
+				continue
+			}
+		} else {
+			b.idle = time.Time{}
+		}
+		var sh Share
+		if b.limit != nil {
+			var ok bool
+			if sh, ok = s.fleet.report(b.key, ss.id, u.asked, u.secs, shapeOf(b.limit.RateLimit), now, ss.poke); !ok {
+				s.m.refused.WithLabelValues("keys_full").Inc()
+			}
+		}
+		resp.BucketAction = append(resp.BucketAction, s.assign(ss, b, sh, false))
+	}
+	return resp, nil
+}
+
+// poked answers a poke of key (fleet): the stream's buckets on it with
+// the shares the fleet now gives them, or nil when nothing is to be sent.
+func (s *Service) poked(ss *stream, key string) *rlqsv3.RateLimitQuotaResponse {
+	sh, ok := s.fleet.shareOf(key, ss.id)
+	if !ok {
+		return nil
+	}
+	resp := &rlqsv3.RateLimitQuotaResponse{}
+	for _, b := range ss.buckets {
+		if b.key == key && b.limit != nil {
+			resp.BucketAction = append(resp.BucketAction, s.assign(ss, b, sh, true))
+		}
+	}
+	if len(resp.BucketAction) == 0 {
+		return nil
+	}
+	s.m.pushes.Inc()
+	return resp
+}
+
+// record records the allowed counts, limiter.MaxDescriptors a call. The
+// store being away loses them (counted); the assignments go on, since
+// they need only the config and the reports.
+func (s *Service) record(ctx context.Context, r *records, ages []int64) {
+	for start := 0; start < r.Len(); start += limiter.MaxDescriptors {
+		end := min(start+limiter.MaxDescriptors, r.Len())
+		part := records{domain: r.domain, entries: r.entries[start:end], costs: r.costs[start:end]}
+		_, err := s.opts.Decider.Decide(ctx, &part, limiter.DecideOptions{Record: true, Ages: ages[start:end]})
+		hits := 0.0
+		for _, c := range part.costs {
+			hits += float64(c)
+		}
+		if err != nil {
+			s.m.recorded.WithLabelValues("lost").Add(hits)
+			s.opts.Logger.Warn("rlqs: usage not recorded", "error", err.Error(), "buckets", end-start)
+			continue
+		}
+		s.m.recorded.WithLabelValues("ok").Add(hits)
+	}
+}
+
+// bucketOf is the stream's bucket for id, resolved on cfg, or nil when id
+// is malformed or the stream holds its most buckets (counted).
+func (s *Service) bucketOf(ss *stream, id *rlqsv3.BucketId, cfg *config.Config) *bucket {
+	name, ok := canonical(id)
+	if !ok {
+		s.m.refused.WithLabelValues("bad_bucket").Inc()
+		return nil
+	}
+	b := ss.buckets[name]
+	if b == nil {
+		if len(ss.buckets) >= s.opts.MaxBucketsPerStream {
+			s.m.refused.WithLabelValues("buckets_full").Inc()
+			return nil
+		}
+		b = &bucket{id: id}
+		ss.buckets[name] = b
+		s.buckets.Add(1)
+	}
+	if b.cfg != cfg { // new, or the config was reloaded
+		if b.key != "" {
+			s.fleet.leave(b.key, ss.id)
+		}
+		b.cfg, b.key = cfg, ""
+		b.entries, b.limit = cfg.BucketEntries(ss.domain, id.GetBucket())
+		if b.limit != nil && !b.limit.RateLimit.Unlimited && b.limit.RateLimit.Algorithm != algorithm.Concurrency {
+			b.key = fleetKey(ss.domain, b.limit.Path, b.entries)
+		} else {
+			b.limit = nil // nothing RLQS can hold: allowed
+		}
+	}
+	return b
+}
+
+// forget drops b from the stream.
+func (s *Service) forget(ss *stream, b *bucket) {
+	if b.key != "" {
+		s.fleet.leave(b.key, ss.id)
+	}
+	name, _ := canonical(b.id)
+	delete(ss.buckets, name)
+	s.buckets.Add(-1)
+}
+
+// assign is b's assignment: ALLOW_ALL where no limit applies; else sh,
+// its share of the limit (fleet), as a token bucket. The last one is kept
+// while sh is within moved of it, unless forced (a poke), since a changed
+// bucket costs Envoy its tokens' ratio (rlqs-notes §3).
+func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+	ttl := durationpb.New(s.opts.TTL)
+	action := func(st *typev3.RateLimitStrategy) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+		return &rlqsv3.RateLimitQuotaResponse_BucketAction{
+			BucketId: b.id,
+			BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: ttl, RateLimitStrategy: st,
+			}},
+		}
+	}
+	if b.limit == nil {
+		s.m.assignments.WithLabelValues("allow_all").Inc()
+		return action(&typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: typev3.RateLimitStrategy_ALLOW_ALL}})
+	}
+	if b.last == nil || force || drifted(sh.Rate, b.share) {
+		b.last, b.share = next(b.last, tokenBucket(sh)), sh.Rate
+		s.fleet.sent(b.key, ss.id, sh.Rate)
+	}
+	s.m.assignments.WithLabelValues("token_bucket").Inc()
+	return action(&typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: b.last}})
+}
+
+// windowBurst is the part of a window's limit the fleet's buckets hold
+// together on a windowed algorithm (fixed, sliding window, sliding log),
+// their rate the rest of the limit spread over the window (shape.fit).
+const windowBurst = 0.02
+
+// shapeOf is what the fleet splits of r: a token bucket's or GCRA's rate
+// and burst; a windowed algorithm's limit spread over its window,
+// windowBurst of it held.
+func shapeOf(r config.RateLimit) shape {
+	p := r.Params()
+	w := float64(p.Window) / 1e6
+	lim := shape{rate: float64(p.Limit) / w}
+	if r.HasBurst() {
+		lim.burst = float64(p.Burst)
+		return lim
+	}
+	lim.burst, lim.window = max(1, math.Floor(float64(p.Limit)*windowBurst)), w
+	return lim
+}
+
+// canonical names a bucket id by its entries in key order, each key and
+// value with its length; ok is false for an id that is empty, has more
+// entries than a descriptor may, an empty key or value, or one past the
+// bounds.
+func canonical(id *rlqsv3.BucketId) (string, bool) {
+	m := id.GetBucket()
+	if len(m) == 0 || len(m) > config.MaxBucketEntries {
+		return "", false
+	}
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if k == "" || v == "" || len(k) > limiter.MaxKeyLen || len(v) > maxValueLen {
+			return "", false
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, x := range []string{k, m[k]} {
+			b.WriteString(strconv.Itoa(len(x)))
+			b.WriteByte(':')
+			b.WriteString(x)
+		}
+	}
+	return b.String(), true
+}
+
+// fleetKey names a limit's counter among the fleet: a digest of the
+// domain, the limit's path and the entries in order, each with its length.
+func fleetKey(domain, path string, entries []config.Entry) string {
+	h := sha256.New()
+	for _, x := range append([]string{domain, path}, entryStrings(entries)...) {
+		h.Write(strconv.AppendInt(nil, int64(len(x)), 10))
+		h.Write([]byte{':'})
+		h.Write([]byte(x))
+	}
+	return string(h.Sum(nil))
+}
+
+func entryStrings(entries []config.Entry) []string {
+	out := make([]string, 0, 2*len(entries))
+	for _, e := range entries {
+		out = append(out, e.Key, e.Value)
+	}
+	return out
+}
