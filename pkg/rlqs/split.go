@@ -10,7 +10,9 @@ import (
 )
 
 // Share is one Envoy's part of a limit: the units a second its token
-// bucket fills with, and the most it holds. A plain value, safe to copy.
+// bucket fills with, and the most it holds.
+//
+// A plain value, safe to share between goroutines.
 type Share struct{ Rate, Burst float64 }
 
 // split returns the share of the Envoy whose demand is mine among all
