@@ -82,27 +82,19 @@ func (m *member) observe(n, secs float64) float64 {
 	return sum / over
 }
 
-// report records stream's report of n requests over secs seconds on key
-// (a limit of shape lim) at now,
-// splits the key among its fresh members and returns stream's share; ok
-// is false when the fleet is full and key not in it (the share is then
-// the whole limit's). Each other member whose share moved (moved, grown)
-// is poked, outside the lock. A demand below 0 is unknown (a first
-// report): taken as the mean of the known ones, or the limit's rate while
-// none is known.
-func (f *fleet) report(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (_ Share, ok bool) {
-	var poked []func(string)
-	defer func() {
-		for _, p := range poked {
-			p(key)
-		}
-	}()
+// observe records stream's report of n requests over secs seconds on key
+// (a limit of shape lim) at now and returns the demand of the key's fresh
+// members, the unknown ones guessed: what this server serves of the key.
+// ok is false when the fleet is full and key not in it. A demand not
+// known yet (a first report) is taken as the mean of the known ones, or
+// the limit's rate while none is known.
+func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (local float64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := f.keys[key]
 	if k == nil {
 		if len(f.keys) >= f.maxKeys {
-			return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1), false
+			return 0, false
 		}
 		k = make(map[uint64]*member)
 		f.keys[key] = k
@@ -116,21 +108,50 @@ func (f *fleet) report(key string, stream uint64, n, secs float64, lim shape, no
 		me.demand = demand
 	}
 	me.at = now
-	known, sum := 0, 0.0
 	for id, m := range k {
 		if now.Sub(m.at) > demandFresh {
 			delete(k, id)
-			continue
 		}
+	}
+	guess := guessOf(k, lim)
+	for _, m := range k {
+		local += m.demandOr(guess)
+	}
+	return local, true
+}
+
+// guessOf is the demand taken for k's members not known yet.
+func guessOf(k map[uint64]*member, lim shape) float64 {
+	known, sum := 0, 0.0
+	for _, m := range k {
 		if m.demand >= 0 {
 			known++
 			sum += m.demand
 		}
 	}
-	guess := lim.rate // for the unknown demands
-	if known > 0 {
-		guess = sum / float64(known)
+	if known == 0 {
+		return lim.rate
 	}
+	return sum / float64(known)
+}
+
+// share splits lim among key's members and returns stream's share (the
+// whole limit's when key is not in the fleet). Each other member whose
+// share moved (moved, grown) is poked, outside the lock.
+func (f *fleet) share(key string, stream uint64, lim shape) Share {
+	var poked []func(string)
+	defer func() {
+		for _, p := range poked {
+			p(key)
+		}
+	}()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, me := f.keys[key], f.keys[key][stream]
+	if me == nil {
+		return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1)
+	}
+	guess := guessOf(k, lim)
 	all := make([]float64, 0, len(k))
 	for _, m := range k {
 		all = append(all, m.demandOr(guess))
@@ -142,7 +163,7 @@ func (f *fleet) report(key string, stream uint64, n, secs float64, lim shape, no
 		}
 		m.share = sh
 	}
-	return me.share, true
+	return me.share
 }
 
 // steady is how far a reported demand may move from the one kept before

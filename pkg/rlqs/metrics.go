@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	reports     prometheus.Counter
 	pushes      prometheus.Counter
+	peerErrors  prometheus.Counter
 	assignments *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	recorded    *prometheus.CounterVec
@@ -19,6 +20,10 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 		pushes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rlqs_pushes_total",
 			Help: "Responses sent to an Envoy between its reports: its share of a limit moved as other Envoys reported.",
+		}),
+		peerErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rlqs_peer_errors_total",
+			Help: "Reports whose limit this replica split as if alone: the other replicas' demand could not be read from Redis.",
 		}),
 		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_rlqs_assignments_total",
@@ -40,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 		m.recorded.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.reports, m.pushes, m.assignments, m.refused, m.recorded,
+		reg.MustRegister(m.reports, m.pushes, m.peerErrors, m.assignments, m.refused, m.recorded,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sluice_rlqs_streams", Help: "Envoys' rate limit quota streams open.",
 			}, func() float64 { return float64(s.streams.Load()) }),

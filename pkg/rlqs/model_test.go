@@ -48,12 +48,14 @@ func (c clocked) Decide(_ context.Context, items []algorithm.Item, out []algorit
 type sim struct {
 	t      *testing.T
 	now    time.Time
-	svc    *Service
+	svcs   []*Service // the server replicas, the Envoys dealt round them
+	svc    *Service   // the first
 	envoys []*simEnvoy
 }
 
 type simEnvoy struct {
 	env             *rlqsenvoy.Envoy
+	svc             *Service
 	ss              *stream
 	queue           []*rlqsv3.RateLimitQuotaResponse
 	rate, acc       float64 // requests offered a second
@@ -66,7 +68,7 @@ type simStream struct {
 }
 
 func (st simStream) Send(m *rlqsv3.RateLimitQuotaUsageReports) error {
-	resp, err := st.s.svc.report(context.Background(), st.e.ss, m)
+	resp, err := st.e.svc.report(context.Background(), st.e.ss, m)
 	if err != nil {
 		return err
 	}
@@ -76,7 +78,43 @@ func (st simStream) Send(m *rlqsv3.RateLimitQuotaUsageReports) error {
 	return nil
 }
 
-func newSim(t *testing.T, start time.Time) *sim {
+func newSim(t *testing.T, start time.Time) *sim { return newReplicas(t, start, 1) }
+
+// memPeers is global.FleetDemand in memory, for replicas in one process.
+type memPeers struct {
+	now   func() time.Time
+	words map[string]map[int]peerWord
+}
+
+type peerWord struct {
+	d     float64
+	until time.Time
+}
+
+type peerOf struct {
+	p  *memPeers
+	id int
+}
+
+func (p peerOf) Demand(_ context.Context, key string, mine float64, ttl time.Duration) (float64, error) {
+	w := p.p.words[key]
+	if w == nil {
+		w = map[int]peerWord{}
+		p.p.words[key] = w
+	}
+	now := p.p.now()
+	w[p.id] = peerWord{mine, now.Add(ttl)}
+	others := 0.0
+	for id, x := range w {
+		if id != p.id && x.until.After(now) {
+			others += x.d
+		}
+	}
+	return others, nil
+}
+
+// newReplicas is a sim of n server replicas on one store.
+func newReplicas(t *testing.T, start time.Time, n int) *sim {
 	t.Helper()
 	s := &sim{t: t, now: start}
 	cfg, err := config.Parse(map[string][]byte{"q.yaml": []byte(modelLimits)})
@@ -92,17 +130,26 @@ func newSim(t *testing.T, start time.Time) *sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = New(Options{Config: func() *config.Config { return cfg }, Decider: core, Auth: anyone{}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
+	peers := &memPeers{now: clock, words: map[string]map[int]peerWord{}}
+	for i := range n {
+		o := Options{Config: func() *config.Config { return cfg }, Decider: core, Auth: anyone{}, Now: clock}
+		if n > 1 {
+			o.Peers = peerOf{peers, i}
+		}
+		svc, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.svcs = append(s.svcs, svc)
 	}
+	s.svc = s.svcs[0]
 	return s
 }
 
 func (s *sim) addEnvoy(rate float64) *simEnvoy {
-	e := &simEnvoy{rate: rate}
+	e := &simEnvoy{rate: rate, svc: s.svcs[len(s.envoys)%len(s.svcs)]}
 	e.env = rlqsenvoy.New("quota", func() (rlqsenvoy.Stream, error) {
-		e.ss = &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+		e.ss = &stream{id: e.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
 		return simStream{s, e}, nil
 	})
 	s.envoys = append(s.envoys, e)
@@ -135,7 +182,7 @@ func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time
 func (s *sim) settle() {
 	for _, e := range s.envoys {
 		for e.ss != nil && len(e.ss.pokes) > 0 {
-			if resp := s.svc.poked(e.ss, <-e.ss.pokes); resp != nil {
+			if resp := e.svc.poked(e.ss, <-e.ss.pokes); resp != nil {
 				e.queue = append(e.queue, resp)
 			}
 		}
@@ -168,7 +215,8 @@ func exactLimiter(t *testing.T, name string) func(time.Time) bool {
 	}
 }
 
-// TestModelFleets: 10 and 100 model Envoys, even and zipf demand, on a
+// TestModelFleets: 10 and 100 model Envoys on one server or dealt round
+// two replicas (each told the other's demand), even and zipf demand, on a
 // token bucket and a fixed window, two minutes in simulated time:
 // admitted within 1.05 of an exact limiter, and at 1.5× offered at least
 // 0.95 in the second minute, once the Envoys' reports have told their
@@ -177,56 +225,58 @@ func exactLimiter(t *testing.T, name string) func(time.Time) bool {
 // demand, capped at its demand).
 func TestModelFleets(t *testing.T) {
 	start := time.Unix(1_700_000_040, 0) // a minute's start: the window's
-	for _, limit := range []string{"bucket", "window"} {
-		for _, n := range []int{10, 100} {
-			for _, dist := range []string{"even", "zipf"} {
-				for _, load := range []float64{10, 1.5} {
-					t.Run(fmt.Sprintf("%s/%d/%s/%gx", limit, n, dist, load), func(t *testing.T) {
-						s := newSim(t, start)
-						weights, sum := make([]float64, n), 0.0
-						for i := range weights {
-							weights[i] = 1
-							if dist == "zipf" {
-								weights[i] = 1 / math.Pow(float64(i+1), 1.1)
+	for _, replicas := range []int{1, 2} {
+		for _, limit := range []string{"bucket", "window"} {
+			for _, n := range []int{10, 100} {
+				for _, dist := range []string{"even", "zipf"} {
+					for _, load := range []float64{10, 1.5} {
+						t.Run(fmt.Sprintf("%d/%s/%d/%s/%gx", replicas, limit, n, dist, load), func(t *testing.T) {
+							s := newReplicas(t, start, replicas)
+							weights, sum := make([]float64, n), 0.0
+							for i := range weights {
+								weights[i] = 1
+								if dist == "zipf" {
+									weights[i] = 1 / math.Pow(float64(i+1), 1.1)
+								}
+								sum += weights[i]
 							}
-							sum += weights[i]
-						}
-						const rate = 100 // both limits: 100 a second
-						for i := range n {
-							s.addEnvoy(load * rate * weights[i] / sum)
-						}
-						ex := exactLimiter(t, limit)
-						id := map[string]string{"name": limit}
-						// The first minute starts cold: no demand is known until
-						// the first periodic reports (5 s), and the shares start
-						// equal. The second is measured (one fixed window).
-						a0, e0 := s.run(id, time.Minute, 10*time.Millisecond, ex)
-						for _, e := range s.envoys {
-							e.asked, e.admitted = 0, 0
-						}
-						admitted, exact := s.run(id, time.Minute, 10*time.Millisecond, ex)
-						cold, ratio := float64(a0)/float64(e0), float64(admitted)/float64(exact)
-						t.Logf("first minute: admitted %d, exact %d: %.3f; second: %d, %d: %.3f", a0, e0, cold, admitted, exact, ratio)
-						if cold > 1.05 || ratio > 1.05 {
-							t.Errorf("admitted %.3f of exact in the first minute, %.3f in the second; want at most 1.05", cold, ratio)
-						}
-						if load == 1.5 && ratio < 0.95 {
-							t.Errorf("at 1.5×, admitted %.3f of exact in the second minute; want at least 0.95", ratio)
-						}
-						asked := 0
-						for _, e := range s.envoys {
-							asked += e.asked
-						}
-						for i, e := range s.envoys {
-							fair := min(float64(e.asked), float64(exact)*float64(e.asked)/float64(asked))
-							if e.asked == 0 {
-								continue
+							const rate = 100 // both limits: 100 a second
+							for i := range n {
+								s.addEnvoy(load * rate * weights[i] / sum)
 							}
-							if float64(e.admitted) < fair/2 {
-								t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, e.admitted, e.asked, fair)
+							ex := exactLimiter(t, limit)
+							id := map[string]string{"name": limit}
+							// The first minute starts cold: no demand is known until
+							// the first periodic reports (5 s), and the shares start
+							// equal. The second is measured (one fixed window).
+							a0, e0 := s.run(id, time.Minute, 10*time.Millisecond, ex)
+							for _, e := range s.envoys {
+								e.asked, e.admitted = 0, 0
 							}
-						}
-					})
+							admitted, exact := s.run(id, time.Minute, 10*time.Millisecond, ex)
+							cold, ratio := float64(a0)/float64(e0), float64(admitted)/float64(exact)
+							t.Logf("first minute: admitted %d, exact %d: %.3f; second: %d, %d: %.3f", a0, e0, cold, admitted, exact, ratio)
+							if cold > 1.05 || ratio > 1.05 {
+								t.Errorf("admitted %.3f of exact in the first minute, %.3f in the second; want at most 1.05", cold, ratio)
+							}
+							if load == 1.5 && ratio < 0.95 {
+								t.Errorf("at 1.5×, admitted %.3f of exact in the second minute; want at least 0.95", ratio)
+							}
+							asked := 0
+							for _, e := range s.envoys {
+								asked += e.asked
+							}
+							for i, e := range s.envoys {
+								fair := min(float64(e.asked), float64(exact)*float64(e.asked)/float64(asked))
+								if e.asked == 0 {
+									continue
+								}
+								if float64(e.admitted) < fair/2 {
+									t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, e.admitted, e.asked, fair)
+								}
+							}
+						})
+					}
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -125,14 +126,35 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 		}
 		var sh Share
 		if b.limit != nil {
-			var ok bool
-			if sh, ok = s.fleet.report(b.key, ss.id, u.asked, u.secs, shapeOf(b.limit.RateLimit), now, ss.poke); !ok {
-				s.m.refused.WithLabelValues("keys_full").Inc()
-			}
+			sh = s.shareOf(ctx, ss, b, u.asked, u.secs, now)
 		}
 		resp.BucketAction = append(resp.BucketAction, s.assign(ss, b, sh, false))
 	}
 	return resp, nil
+}
+
+// shareOf records a report of asked requests over secs seconds on b and
+// returns the stream's share of b's limit: of what this server's Envoys
+// ask for against all the servers' (Options.Peers), the part this server
+// serves, split among its Envoys.
+func (s *Service) shareOf(ctx context.Context, ss *stream, b *bucket, asked, secs float64, now time.Time) Share {
+	lim := shapeOf(b.limit.RateLimit)
+	local, ok := s.fleet.observe(b.key, ss.id, asked, secs, lim, now, ss.poke)
+	if !ok {
+		s.m.refused.WithLabelValues("keys_full").Inc()
+	}
+	if s.opts.Peers != nil && ok && local > 0 {
+		others, err := s.opts.Peers.Demand(ctx, hex.EncodeToString([]byte(b.key)), local, demandFresh)
+		if err != nil {
+			s.m.peerErrors.Inc() // as if alone: fail open
+			others = 0
+		}
+		if others > 0 {
+			f := local / (local + others)
+			lim.rate, lim.burst = lim.rate*f, lim.burst*f
+		}
+	}
+	return s.fleet.share(b.key, ss.id, lim)
 }
 
 // poked answers a poke of key (fleet): the stream's buckets on it with

@@ -46,6 +46,14 @@ type Authenticator interface {
 	Authenticate(ctx context.Context) (name string, refusal peerauth.Refusal)
 }
 
+// Peers are the other server replicas' word on each limit's demand:
+// global.FleetDemand. It must be safe for concurrent use.
+type Peers interface {
+	// Demand says this replica's Envoys ask for mine units a second of
+	// key, for ttl, and returns what the others' Envoys ask for.
+	Demand(ctx context.Context, key string, mine float64, ttl time.Duration) (others float64, err error)
+}
+
 // Options configure a Service. Zero values take the defaults given. New
 // copies them; what they name is shared and must be safe for concurrent
 // use.
@@ -69,6 +77,11 @@ type Options struct {
 	// AbandonAfter is how long a bucket reported with no requests is kept
 	// before Envoy is told to drop it. Default DefaultAbandonAfter.
 	AbandonAfter time.Duration
+	// Peers, with several server replicas behind one fleet of Envoys,
+	// says what the others serve of each limit (global.FleetDemand on
+	// their Redis): each replica splits among its Envoys the part of a
+	// limit its Envoys' demand is of all. Nil: this server alone.
+	Peers Peers
 	// IdleTimeout ends a stream that sends nothing for so long (Envoy
 	// reports every ReportInterval). Default DefaultIdleTimeout.
 	IdleTimeout time.Duration

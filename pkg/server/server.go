@@ -179,7 +179,12 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 		sopts = append(sopts, rls.WithDynamicMetadata())
 	}
 	s.Service = rls.NewService(core, sopts...)
-	if s.Quota, err = rlqs.New(rlqs.Options{Config: p.Config.Current, Decider: core, Auth: proxies, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+	qo := rlqs.Options{Config: p.Config.Current, Decider: core, Auth: proxies, Logger: o.Logger, Registerer: o.Registerer}
+	if sc, ok := o.Redis.(global.ReplicaClient); ok {
+		// The replicas on one Redis split each limit by their Envoys' demand.
+		qo.Peers = global.NewFleetDemand(sc, o.KeyPrefix+"rlqs:")
+	}
+	if s.Quota, err = rlqs.New(qo); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
