@@ -44,6 +44,9 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 	for _, r := range []string{"ok", "lost"} {
 		m.recorded.WithLabelValues(r)
 	}
+	for _, r := range []string{"streams_full", "buckets_full", "keys_full", "bad_bucket", "idle"} {
+		m.refused.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.reports, m.pushes, m.peerErrors, m.assignments, m.refused, m.recorded,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
