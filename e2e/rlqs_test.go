@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +129,17 @@ descriptors:
 	}
 	if recorded == 0 {
 		t.Error("the servers recorded none of the Envoys' reports")
+	}
+
+	// The admin page shows the streams.
+	resp, err := http.Get("http://" + servers[1].HTTP + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "(RLQS)") || !strings.Contains(string(page), "streams open") {
+		t.Error("the admin page shows no RLQS section")
 	}
 
 	// No token: no stream.

@@ -17,6 +17,8 @@ import (
 type fleet struct {
 	mu      sync.Mutex
 	keys    map[string]map[uint64]*member // guarded by mu
+	lims    map[string]shape              // each key's limit, as last reported
+	handed  map[string]float64            // each key's rate last split here
 	maxKeys int
 }
 
@@ -48,7 +50,7 @@ const (
 )
 
 func newFleet(maxKeys int) *fleet {
-	return &fleet{keys: make(map[string]map[uint64]*member), maxKeys: maxKeys}
+	return &fleet{keys: make(map[string]map[uint64]*member), lims: make(map[string]shape), handed: make(map[string]float64), maxKeys: maxKeys}
 }
 
 // shape is what the fleet splits of a limit (limitRate).
@@ -88,13 +90,13 @@ func (m *member) observe(n, secs float64) float64 {
 // ok is false when the fleet is full and key not in it. A demand not
 // known yet (a first report) is taken as the mean of the known ones, or
 // the limit's rate while none is known.
-func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (local float64, ok bool) {
+func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (local, handed float64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := f.keys[key]
 	if k == nil {
 		if len(f.keys) >= f.maxKeys {
-			return 0, false
+			return 0, 0, false
 		}
 		k = make(map[uint64]*member)
 		f.keys[key] = k
@@ -108,6 +110,7 @@ func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, n
 		me.demand = demand
 	}
 	me.at = now
+	f.lims[key] = lim
 	for id, m := range k {
 		if now.Sub(m.at) > demandFresh {
 			delete(k, id)
@@ -117,7 +120,7 @@ func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, n
 	for _, m := range k {
 		local += m.demandOr(guess)
 	}
-	return local, true
+	return local, f.handed[key], true
 }
 
 // guessOf is the demand taken for k's members not known yet.
@@ -151,6 +154,7 @@ func (f *fleet) share(key string, stream uint64, lim shape) Share {
 	if me == nil {
 		return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1)
 	}
+	f.handed[key] = lim.rate
 	guess := guessOf(k, lim)
 	all := make([]float64, 0, len(k))
 	for _, m := range k {
@@ -236,7 +240,75 @@ func (f *fleet) leave(key string, stream uint64) {
 		delete(k, stream)
 		if len(k) == 0 {
 			delete(f.keys, key)
+			delete(f.lims, key)
+			delete(f.handed, key)
 		}
+	}
+}
+
+// served is one key this server serves: its limit and the demand of its
+// members here (observe).
+type served struct {
+	key           string
+	lim           shape
+	local, handed float64
+}
+
+// served lists the keys with members, dropping the members gone stale by
+// now (and the keys left without).
+func (f *fleet) served(now time.Time) []served {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]served, 0, len(f.keys))
+	for key, k := range f.keys {
+		for id, m := range k {
+			if now.Sub(m.at) > demandFresh {
+				delete(k, id)
+			}
+		}
+		if len(k) == 0 {
+			delete(f.keys, key)
+			delete(f.lims, key)
+			delete(f.handed, key)
+			continue
+		}
+		lim := f.lims[key]
+		guess, local := guessOf(k, lim), 0.0
+		for _, m := range k {
+			local += m.demandOr(guess)
+		}
+		out = append(out, served{key, lim, local, f.handed[key]})
+	}
+	return out
+}
+
+// resplit splits lim among key's members again and pokes every member
+// whose share moved (moved, grown): the other replicas' demand changed.
+func (f *fleet) resplit(key string, lim shape) {
+	var poked []func(string)
+	defer func() {
+		for _, p := range poked {
+			p(key)
+		}
+	}()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := f.keys[key]
+	if len(k) == 0 {
+		return
+	}
+	f.handed[key] = lim.rate
+	guess := guessOf(k, lim)
+	all := make([]float64, 0, len(k))
+	for _, m := range k {
+		all = append(all, m.demandOr(guess))
+	}
+	for _, m := range k {
+		sh := lim.fit(split(lim.rate, lim.burst, m.demandOr(guess), all), len(all))
+		if m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
+			poked = append(poked, m.poke)
+		}
+		m.share = sh
 	}
 }
 

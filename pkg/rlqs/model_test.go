@@ -87,8 +87,8 @@ type memPeers struct {
 }
 
 type peerWord struct {
-	d     float64
-	until time.Time
+	d, handed float64
+	until     time.Time
 }
 
 type peerOf struct {
@@ -96,21 +96,22 @@ type peerOf struct {
 	id int
 }
 
-func (p peerOf) Demand(_ context.Context, key string, mine float64, ttl time.Duration) (float64, error) {
+func (p peerOf) Demand(_ context.Context, key string, mine, handed float64, ttl time.Duration) (float64, float64, error) {
 	w := p.p.words[key]
 	if w == nil {
 		w = map[int]peerWord{}
 		p.p.words[key] = w
 	}
 	now := p.p.now()
-	w[p.id] = peerWord{mine, now.Add(ttl)}
-	others := 0.0
+	w[p.id] = peerWord{mine, handed, now.Add(ttl)}
+	others, othersHanded := 0.0, 0.0
 	for id, x := range w {
 		if id != p.id && x.until.After(now) {
 			others += x.d
+			othersHanded += x.handed
 		}
 	}
-	return others, nil
+	return others, othersHanded, nil
 }
 
 // newReplicas is a sim of n server replicas on one store.

@@ -63,6 +63,7 @@ const (
 // stream's) ends the stream; a bucket it cannot take is skipped, counted.
 func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuotaUsageReports) (*rlqsv3.RateLimitQuotaResponse, error) {
 	s.m.reports.Inc()
+	s.reports.Add(1)
 	switch d := m.GetDomain(); {
 	case d == "" || len(d) > maxDomainLen:
 		return nil, status.Errorf(codes.InvalidArgument, "rlqs: a domain of %d bytes; want 1 to %d", len(d), maxDomainLen)
@@ -139,22 +140,60 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 // serves, split among its Envoys.
 func (s *Service) shareOf(ctx context.Context, ss *stream, b *bucket, asked, secs float64, now time.Time) Share {
 	lim := shapeOf(b.limit.RateLimit)
-	local, ok := s.fleet.observe(b.key, ss.id, asked, secs, lim, now, ss.poke)
+	local, handed, ok := s.fleet.observe(b.key, ss.id, asked, secs, lim, now, ss.poke)
 	if !ok {
 		s.m.refused.WithLabelValues("keys_full").Inc()
 	}
-	if s.opts.Peers != nil && ok && local > 0 {
-		others, err := s.opts.Peers.Demand(ctx, hex.EncodeToString([]byte(b.key)), local, demandFresh)
-		if err != nil {
-			s.m.peerErrors.Inc() // as if alone: fail open
-			others = 0
-		}
-		if others > 0 {
-			f := local / (local + others)
-			lim.rate, lim.burst = lim.rate*f, lim.burst*f
-		}
+	if ok {
+		lim = s.ours(ctx, b.key, lim, local, handed)
 	}
 	return s.fleet.share(b.key, ss.id, lim)
+}
+
+// ours is the part of lim this server's Envoys' demand (local) is of all
+// the replicas' (Options.Peers), telling them ours and the rate it handed
+// out last: never more than the others leave of the rate they say they
+// handed out, since their Envoys hold it until their assignments lapse
+// (a replica restarted, whose Envoys kept theirs, let the other hand out
+// 1.3 times the limit). lim with no peers.
+func (s *Service) ours(ctx context.Context, key string, lim shape, local, handed float64) shape {
+	if s.opts.Peers == nil || local <= 0 {
+		return lim
+	}
+	others, othersHanded, err := s.opts.Peers.Demand(ctx, hex.EncodeToString([]byte(key)), local, handed, s.opts.TTL)
+	if err != nil {
+		s.m.peerErrors.Inc() // as if alone: fail open
+		return lim
+	}
+	rate := lim.rate * local / (local + others)
+	rate = min(rate, max(0, lim.rate-othersHanded))
+	lim.burst *= rate / lim.rate
+	lim.rate = rate
+	return lim
+}
+
+// Run splits every key this server serves again once a second, with the
+// other replicas' demand as they last said it, until ctx is done: a
+// replica learns of the others' Envoys only then, not at its own Envoys'
+// next reports (5 s), which let two replicas hand out half as much again
+// as a limit for those seconds. With no Peers it only forgets what went
+// stale.
+func (s *Service) Run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, k := range s.fleet.served(s.opts.Now()) {
+			if s.opts.Peers == nil {
+				continue
+			}
+			s.fleet.resplit(k.key, s.ours(ctx, k.key, k.lim, k.local, k.handed))
+		}
+	}
 }
 
 // poked answers a poke of key (fleet): the stream's buckets on it with

@@ -50,8 +50,9 @@ type Authenticator interface {
 // global.FleetDemand. It must be safe for concurrent use.
 type Peers interface {
 	// Demand says this replica's Envoys ask for mine units a second of
-	// key, for ttl, and returns what the others' Envoys ask for.
-	Demand(ctx context.Context, key string, mine float64, ttl time.Duration) (others float64, err error)
+	// key and hold handed of its rate, for ttl, and returns what the
+	// others said of theirs.
+	Demand(ctx context.Context, key string, mine, handed float64, ttl time.Duration) (others, othersHanded float64, err error)
 }
 
 // Options configure a Service. Zero values take the defaults given. New
@@ -99,6 +100,19 @@ type Service struct {
 	streams atomic.Int64
 	ids     atomic.Uint64
 	buckets atomic.Int64 // across streams
+	reports atomic.Int64
+}
+
+// Stats are what a Service holds and has done, for the admin page. A
+// plain value, safe to share between goroutines.
+type Stats struct {
+	Streams, Buckets, Keys int
+	Reports                int64
+}
+
+// Stats are the service's figures now.
+func (s *Service) Stats() Stats {
+	return Stats{Streams: int(s.streams.Load()), Buckets: int(s.buckets.Load()), Keys: s.fleet.len(), Reports: s.reports.Load()}
 }
 
 // New returns a Service.

@@ -180,6 +180,14 @@ func (s *Server) status(o AdminOptions, build string) console.Status {
 			{Name: "keys flagged over limit", Value: strconv.Itoa(s.parts.Cache.Len())},
 		}})
 	}
+	if q := s.Quota.Stats(); q.Reports > 0 {
+		st.Sections = append(st.Sections, console.Section{Title: "Envoy's rate limit quota service (RLQS)", Fields: []console.Field{
+			{Name: "streams open", Value: strconv.Itoa(q.Streams)},
+			{Name: "buckets reported", Value: strconv.Itoa(q.Buckets)},
+			{Name: "limit keys split", Value: strconv.Itoa(q.Keys)},
+			{Name: "reports received", Value: strconv.FormatInt(q.Reports, 10)},
+		}})
+	}
 	if o.Sections != nil {
 		st.Sections = append(st.Sections, o.Sections()...)
 	}

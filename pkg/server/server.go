@@ -192,6 +192,7 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 	s.history = console.NewHistory(limiter.RequestCodes(), historySeconds)
 	go s.sample(ctx)
 	go s.sweep(ctx)
+	go s.Quota.Run(ctx)
 	if err := proxies.Watch(ctx); err != nil {
 		o.Logger.Warn("sidecar token file changes will not be seen until a restart", "error", err.Error())
 	}
