@@ -5,8 +5,9 @@ package localtier
 // upstream gives the sidecar a hold: the units of the key it may keep
 // unrecorded, its share of share.HoldShare of what the key has left. The
 // key's next hits then stay pending (pending.drain) until they pass the
-// hold, a refund comes, Options.LooseHold has gone by since the first of
-// them, or the pending buffer is half full; then they are recorded with
+// hold, a request for the key is refused, a refund comes,
+// Options.LooseHold has gone by since the first of them, or the pending
+// buffer is half full; then they are recorded with
 // the next flush, and the answer gives the next hold. A key whose answer
 // gives none, or an allowance (the key is tight), is recorded every flush
 // interval again, from its next new hits.

@@ -18,8 +18,9 @@ import (
 // TestLooseKeysHeld: the hits of a key far from its limit wait under the
 // upstream's hold (1/16 of what it has left, the sidecar alone on it)
 // and are recorded once they pass it, once LooseHold (or half what the
-// limit remembers, if less) has gone by, with a
-// refund, when the buffer is half full, and at Close; a tight key gets no
+// limit remembers, if less) has gone by, once a request for it is
+// refused, with a refund, when the buffer is half full, and at Close; a
+// tight key gets no
 // hold; an upstream that gives no holds has every key recorded every
 // flush.
 func TestLooseKeysHeld(t *testing.T) {
@@ -119,6 +120,26 @@ descriptors:
 		}
 		if expired := testutil.ToFloat64(tier.m.expired); expired != 0 {
 			t.Errorf("%v hits expired; want none (every held hit sent while it counts)", expired)
+		}
+	})
+	t.Run("a key that refuses is sent at once", func(t *testing.T) {
+		up := serve(t, true)
+		tier, admitN, _ := newSidecar(t, up, 0)
+		admitN(10, "wide", "a")
+		tier.flush(nil, false)
+		admitN(5, "wide", "a")
+		// The key's pending entry records a request refused (as the flag
+		// cache or the local bucket refuses): asked, not admitted.
+		var key string
+		for i := range tier.pending.shards {
+			for k := range tier.pending.shards[i].hits {
+				key = k
+			}
+		}
+		tier.pend(key, 0, 1, 0, 0, 0, nil)
+		tier.flush(nil, false)
+		if left := remaining(t, up, "wide", "a"); left != 1585 {
+			t.Fatalf("a held key that refused: %d left; want 1585 (sent)", left)
 		}
 	})
 	t.Run("a refund is sent at once", func(t *testing.T) {
