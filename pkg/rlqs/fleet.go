@@ -88,8 +88,7 @@ func (m *member) observe(n, secs float64) float64 {
 // (a limit of shape lim) at now and returns the demand of the key's fresh
 // members, the unknown ones guessed: what this server serves of the key.
 // ok is false when the fleet is full and key not in it. A demand not
-// known yet (a first report) is taken as the mean of the known ones, or
-// the limit's rate while none is known.
+// known yet (a first report) is taken as the least known one (guessOf).
 func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (local, handed float64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -123,19 +122,23 @@ func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, n
 	return local, f.handed[key], true
 }
 
-// guessOf is the demand taken for k's members not known yet.
+// guessOf is the demand taken for k's members not known yet: the least
+// known one, since the Envoys that join a fleet late are those asked for
+// a key least often (a hundred zipf Envoys from cold admitted 0.88 of an
+// exact limiter in their first minute at 1.5× the limit taking the mean,
+// 0.90 so); the limit's rate while none is known, so that the first
+// Envoys share it equally.
 func guessOf(k map[uint64]*member, lim shape) float64 {
-	known, sum := 0, 0.0
+	least := -1.0
 	for _, m := range k {
-		if m.demand >= 0 {
-			known++
-			sum += m.demand
+		if m.demand >= 0 && (least < 0 || m.demand < least) {
+			least = m.demand
 		}
 	}
-	if known == 0 {
+	if least < 0 {
 		return lim.rate
 	}
-	return sum / float64(known)
+	return least
 }
 
 // share splits lim among key's members and returns stream's share (the
