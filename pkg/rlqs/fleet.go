@@ -145,32 +145,41 @@ func guessOf(k map[uint64]*member, lim shape) float64 {
 // whole limit's when key is not in the fleet). Each other member whose
 // share moved (moved, grown) is poked, outside the lock.
 func (f *fleet) share(key string, stream uint64, lim shape) Share {
-	var poked []func(string)
-	defer func() {
-		for _, p := range poked {
-			p(key)
-		}
-	}()
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	k, me := f.keys[key], f.keys[key][stream]
+	me := f.keys[key][stream]
 	if me == nil {
+		f.mu.Unlock()
 		return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1)
 	}
+	poked := f.splitLocked(key, lim, stream)
+	sh := me.share
+	f.mu.Unlock()
+	for _, p := range poked {
+		p(key)
+	}
+	return sh
+}
+
+// splitLocked splits lim among key's members, noting it as the rate
+// handed out, and returns the pokes of the members other than self whose
+// shares moved (moved, grown). f.mu is held.
+func (f *fleet) splitLocked(key string, lim shape, self uint64) []func(string) {
+	k := f.keys[key]
 	f.handed[key] = lim.rate
 	guess := guessOf(k, lim)
 	all := make([]float64, 0, len(k))
 	for _, m := range k {
 		all = append(all, m.demandOr(guess))
 	}
+	var poked []func(string)
 	for id, m := range k {
 		sh := lim.fit(split(lim.rate, lim.burst, m.demandOr(guess), all), len(all))
-		if id != stream && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
+		if id != self && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
 			poked = append(poked, m.poke)
 		}
 		m.share = sh
 	}
-	return me.share
+	return poked
 }
 
 // steady is how far a reported demand may move from the one kept before
@@ -288,30 +297,14 @@ func (f *fleet) served(now time.Time) []served {
 // resplit splits lim among key's members again and pokes every member
 // whose share moved (moved, grown): the other replicas' demand changed.
 func (f *fleet) resplit(key string, lim shape) {
-	var poked []func(string)
-	defer func() {
-		for _, p := range poked {
-			p(key)
-		}
-	}()
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := f.keys[key]
-	if len(k) == 0 {
-		return
+	var poked []func(string)
+	if len(f.keys[key]) > 0 {
+		poked = f.splitLocked(key, lim, 0) // stream ids start at 1
 	}
-	f.handed[key] = lim.rate
-	guess := guessOf(k, lim)
-	all := make([]float64, 0, len(k))
-	for _, m := range k {
-		all = append(all, m.demandOr(guess))
-	}
-	for _, m := range k {
-		sh := lim.fit(split(lim.rate, lim.burst, m.demandOr(guess), all), len(all))
-		if m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
-			poked = append(poked, m.poke)
-		}
-		m.share = sh
+	f.mu.Unlock()
+	for _, p := range poked {
+		p(key)
 	}
 }
 
