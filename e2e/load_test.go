@@ -31,6 +31,12 @@ type load struct {
 	timeout time.Duration
 	// trace keeps every answer in loadResult.events.
 	trace bool
+	// base is the time the events' at counts from; zero: when the run
+	// starts. A test that times an outage against the events sets it to
+	// its own start, so that the two clocks are one (the run's goroutine
+	// starts a moment after the test's clock, and an answer that came just
+	// after a restart read as during the outage).
+	base time.Time
 	// rate, if set, paces the callers to this many requests a second in
 	// all (each sends on its own schedule, or as soon as its last answer
 	// came if that is later): an offered load rather than a closed loop.
@@ -69,7 +75,10 @@ func (l load) run(ctx context.Context) loadResult {
 	end := time.Now().Add(l.duration)
 	var sent atomic.Int64
 	results := make([]loadResult, l.callers)
-	start := time.Now()
+	start := l.base
+	if start.IsZero() {
+		start = time.Now()
+	}
 	var wg sync.WaitGroup
 	for c := range l.callers {
 		wg.Add(1)

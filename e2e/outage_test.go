@@ -76,8 +76,8 @@ descriptors:
 					"-breaker-window", "250ms", "-store-max-wait", maxWait.String())
 				target := []rlsv3.RateLimitServiceClient{server.client(t)}
 
-				stop := load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true, timeout: maxWait}.start()
 				start := time.Now()
+				stop := load{targets: target, callers: 16, duration: time.Minute, keys: clients, request: req, trace: true, timeout: maxWait, base: start}.start()
 				time.Sleep(300 * time.Millisecond)
 				outage.start(t, redis)
 				killed := time.Since(start) // requests sent from now on find Redis gone
