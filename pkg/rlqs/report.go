@@ -96,7 +96,8 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 		allowed, denied := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
 		// Demand: the requests Envoy was asked for over the time the
 		// report covers (0 s on a first report: not known yet).
-		in = append(in, used{b, float64(allowed), float64(min(allowed+denied, limiter.MaxCost)), elapsed.Seconds()})
+		asked := min(allowed, limiter.MaxCost) + min(denied, limiter.MaxCost) // never wraps
+		in = append(in, used{b, float64(allowed), float64(asked), elapsed.Seconds()})
 		if allowed > 0 && b.limit != nil {
 			// The report's requests are placed at the middle of the time
 			// it covers (whole seconds): its allowed count is recorded there

@@ -2,7 +2,6 @@ package rlqs
 
 import (
 	"context"
-	"math"
 	"net"
 	"sync"
 	"testing"
@@ -172,7 +171,7 @@ func TestHostileReports(t *testing.T) {
 	resp, err := s.svc.report(ctx, ss, &rlqsv3.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
 		usage(big, 1, 0, time.Second),
 		usage(map[string]string{"name": ""}, 1, 0, time.Second),
-		usage(map[string]string{"name": "bucket"}, math.MaxUint64, math.MaxUint64, 5*time.Second),
+		usage(map[string]string{"name": "bucket"}, 1<<63, 1<<63, 5*time.Second),
 		usage(map[string]string{"name": "nothing-limits-it"}, 10, 0, -time.Hour),
 	}})
 	if err != nil {
@@ -183,6 +182,9 @@ func TestHostileReports(t *testing.T) {
 	}
 	if len(resp.GetBucketAction()) != 2 {
 		t.Fatalf("%d actions; want 2 (the limited bucket and the unlimited one)", len(resp.GetBucketAction()))
+	}
+	if b := ss.buckets[mustCanonical(t, map[string]string{"name": "bucket"})]; b == nil || !b.idle.IsZero() {
+		t.Error("a bucket reported with 2^64 requests taken as idle (the sum wrapped to 0)")
 	}
 	if got := testutil.ToFloat64(s.svc.m.recorded.WithLabelValues("ok")); got != float64(limiter.MaxCost) {
 		t.Errorf("recorded %v requests; want the most one descriptor carries, %d", got, uint64(limiter.MaxCost))
@@ -218,4 +220,13 @@ func TestAbandonIdleBuckets(t *testing.T) {
 	if n := e.env.Buckets(); n != 1 {
 		t.Errorf("after a new request: %d buckets; want 1", n)
 	}
+}
+
+func mustCanonical(t *testing.T, id map[string]string) string {
+	t.Helper()
+	name, ok := canonical(&rlqsv3.BucketId{Bucket: id})
+	if !ok {
+		t.Fatalf("%v: not a bucket id", id)
+	}
+	return name
 }
