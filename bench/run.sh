@@ -17,14 +17,16 @@
 # serving side (the do-nothing handler; or redis-server, the server and the
 # sidecar; or redis-server and the reference) is pinned to core 0 with
 # taskset, the load generator to core 1. GOGC and GOMAXPROCS are left to the
-# environment, the same for every process. Each point: 1 s of warm-up, then
+# environment, the same for every process. Each point: a warm-up (-w), then
 # the measured phase; 4 gRPC connections (fewer callers: one each). A round
 # runs every scenario once; rounds alternate so that a noisy minute on a
 # shared machine falls on every configuration alike.
 #
-# Usage: bench/run.sh [-d 3s] [-c "1 4 16 64"] [-n 1] [-s SCENARIOS] [-o bench/out]
+# Usage: bench/run.sh [-d 3s] [-w 1s] [-c "1 4 16 64"] [-n 1] [-s SCENARIOS] [-o bench/out]
 #                     [-r REV] [-R PATH]
 #   -d  measured phase per point
+#   -w  warm-up per point, on the same keys (a sidecar's holds on loose keys
+#       reach their steady state after a few seconds: -w 12s)
 #   -c  concurrencies
 #   -n  rounds
 #   -s  scenarios, space-separated (default: all that can run):
@@ -58,9 +60,11 @@ scenarios=""
 outdir=bench/out
 compare=""
 reference=""
-while getopts "d:c:n:s:o:r:R:" opt; do
+warm=1s
+while getopts "d:w:c:n:s:o:r:R:" opt; do
   case $opt in
     d) dur=$OPTARG ;;
+    w) warm=$OPTARG ;;
     c) concs=$OPTARG ;;
     n) rounds=$OPTARG ;;
     s) scenarios=$OPTARG ;;
@@ -143,7 +147,7 @@ points() {
   for c in $concs; do
     local conns=$(( c < 4 ? c : 4 ))
     local common=(-target "127.0.0.1:$port" -concurrency "$c" -conns "$conns" -domain bench "$@")
-    taskset -c 1 "$bin/loadgen" "${common[@]}" -duration 1s >/dev/null
+    taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$warm" >/dev/null
     taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$dur" -label "$label" -cpu-pids "$pids" -json >>"$results"
     echo "  round $round: $label, $c callers" >&2
   done
