@@ -124,8 +124,9 @@ type matrixCell struct {
 	servers            int
 	// flush, if set, is the sidecars' and cached servers' -flush-interval;
 	// tier, more flags of theirs.
-	flush time.Duration
-	tier  []string
+	flush  time.Duration
+	tier   []string
+	server []string // more flags of the servers'
 }
 
 func (c matrixCell) params() algorithm.Params {
@@ -164,6 +165,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 		} else {
 			args = append(args, auth.server...)
 		}
+		args = append(args, c.server...)
 		s := startServer(t, fmt.Sprintf("server-%d", i+1), args...)
 		servers = append(servers, s)
 		addrs = append(addrs, s.GRPC)

@@ -65,6 +65,15 @@ func (t *Tier) pend(key string, n, asked, refund uint64, first, last int64, desc
 
 func (t *Tier) flusher() {
 	defer close(t.done)
+	// The flushes fall on the wall clock's multiples of the interval, the
+	// same instants on every sidecar of a fleet (their clocks as close as
+	// NTP keeps them), so that their records reach the servers together
+	// and a server's record linger (-redis-record-linger) puts them in one
+	// Redis call with a short wait.
+	select {
+	case <-time.After(time.Until(time.Now().Truncate(t.opts.FlushInterval).Add(t.opts.FlushInterval))):
+	case <-t.stop:
+	}
 	tick := time.NewTicker(t.opts.FlushInterval)
 	defer tick.Stop()
 	// Once a second, the local buckets that are full again go: they are
