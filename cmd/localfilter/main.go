@@ -19,7 +19,6 @@ import (
 	"time"
 	_ "time/tzdata" // calendar limits: time zones whatever the image carries
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -100,8 +99,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 }
 
 // dialUpstream opens one long-lived HTTP/2 connection per upstream
-// address, round robin across them, with TLS when o asks for it.
-func dialUpstream(o *options) (*grpc.ClientConn, error) {
+// address in addrs, round robin across them, with TLS when o asks for it.
+func dialUpstream(o *options, addrs []string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if o.upstreamTLS {
 		tc, err := serve.ClientTLS("-upstream-tls", o.upstreamCA, o.upstreamCert, o.upstreamKey, o.upstreamServerName)
@@ -120,7 +119,7 @@ func dialUpstream(o *options) (*grpc.ClientConn, error) {
 	}
 	r := manual.NewBuilderWithScheme("sluice-upstream")
 	var state resolver.State
-	for _, a := range flagenv.List(o.upstream) {
+	for _, a := range addrs {
 		// The address is also the TLS server name unless one is given.
 		state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: serve.HostOf(a)})
 	}
@@ -150,11 +149,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	reg := serve.Registry()
-	conn, err := dialUpstream(o)
+	addrs := flagenv.List(o.upstream)
+	conn, err := dialUpstream(o, addrs)
 	if err != nil {
 		return fmt.Errorf("-upstream: %w", err)
 	}
 	defer conn.Close()
+	// With several servers, one more connection to each, for the flushes
+	// (flushUpstream).
+	var each []*grpc.ClientConn
+	for i := 0; len(addrs) > 1 && i < len(addrs); i++ {
+		c, err := dialUpstream(o, addrs[i:i+1])
+		if err != nil {
+			return fmt.Errorf("-upstream: %w", err)
+		}
+		defer c.Close()
+		each = append(each, c)
+	}
 	sopts, err := o.ServerOptions(log, reg)
 	if err != nil {
 		return err
@@ -165,7 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	to := o.tier.Options()
-	to.Upstream, to.Mode, to.FallbackShare = rlsv3.NewRateLimitServiceClient(conn), o.mode, o.fallbackShare
+	to.Upstream, to.Mode, to.FallbackShare = newFlushUpstream(conn, each, to.FlushInterval), o.mode, o.fallbackShare
 	to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, parts.Cache, log, reg
 	tier, err := localtier.New(to)
 	if err != nil {

@@ -32,6 +32,8 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	defer cancel()
 	if kind != rls.SidecarRecord { // a record call's metadata is send's
 		ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
+	} else {
+		ctx = context.WithValue(ctx, flushKey{}, true)
 	}
 	var md metadata.MD
 	resp, err := t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(&md))
@@ -144,3 +146,12 @@ func parseUnits(md metadata.MD, key string, n int, none float64) []float64 {
 	}
 	return out
 }
+
+// flushKey marks the context of a flush's record call (IsFlush).
+type flushKey struct{}
+
+// IsFlush reports whether ctx is a flush's record call's: an Upstream that
+// reaches several servers may send those by the flush's tick (the flushes
+// fall on the wall clock's multiples of FlushInterval on every sidecar),
+// so that a fleet's records of one tick reach one server together.
+func IsFlush(ctx context.Context) bool { return ctx.Value(flushKey{}) != nil }
