@@ -33,7 +33,7 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	if kind != rls.SidecarRecord { // a record call's metadata is send's
 		ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
 	} else {
-		ctx = context.WithValue(ctx, flushKey{}, true)
+		ctx = WithFlush(ctx)
 	}
 	var md metadata.MD
 	resp, err := t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(&md))
@@ -155,3 +155,6 @@ type flushKey struct{}
 // fall on the wall clock's multiples of FlushInterval on every sidecar),
 // so that a fleet's records of one tick reach one server together.
 func IsFlush(ctx context.Context) bool { return ctx.Value(flushKey{}) != nil }
+
+// WithFlush marks ctx as a flush's record call's (IsFlush).
+func WithFlush(ctx context.Context) context.Context { return context.WithValue(ctx, flushKey{}, true) }
