@@ -176,7 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	to := o.tier.Options()
-	to.Upstream, to.Mode, to.FallbackShare = newFlushUpstream(conn, each, to.FlushInterval), o.mode, o.fallbackShare
+	to.Upstream, to.Mode, to.FallbackShare = newFlushUpstream(conn, each), o.mode, o.fallbackShare
 	to.Timeout, to.RetryInterval, to.Cache, to.Logger, to.Registerer = o.upstreamTimeout, o.retry, parts.Cache, log, reg
 	tier, err := localtier.New(to)
 	if err != nil {

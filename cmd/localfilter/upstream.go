@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -19,14 +18,13 @@ import (
 // each sidecar's to a server of its own. Other calls, and records whose
 // server is not connected, go round robin, which also fails over.
 type flushUpstream struct {
-	rr       rlsv3.RateLimitServiceClient
-	each     []*grpc.ClientConn // one per -upstream address, in the given order
-	clients  []rlsv3.RateLimitServiceClient
-	interval time.Duration
+	rr      rlsv3.RateLimitServiceClient
+	each    []*grpc.ClientConn // one per -upstream address, in the given order
+	clients []rlsv3.RateLimitServiceClient
 }
 
-func newFlushUpstream(rr *grpc.ClientConn, each []*grpc.ClientConn, interval time.Duration) *flushUpstream {
-	u := &flushUpstream{rr: rlsv3.NewRateLimitServiceClient(rr), each: each, interval: interval}
+func newFlushUpstream(rr *grpc.ClientConn, each []*grpc.ClientConn) *flushUpstream {
+	u := &flushUpstream{rr: rlsv3.NewRateLimitServiceClient(rr), each: each}
 	for _, c := range each {
 		c.Connect()
 		u.clients = append(u.clients, rlsv3.NewRateLimitServiceClient(c))
@@ -35,8 +33,8 @@ func newFlushUpstream(rr *grpc.ClientConn, each []*grpc.ClientConn, interval tim
 }
 
 func (u *flushUpstream) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
-	if len(u.each) > 1 && localtier.IsFlush(ctx) {
-		i := int(time.Now().UnixNano() / int64(u.interval) % int64(len(u.each)))
+	if tick, ok := localtier.FlushTick(ctx); ok && len(u.each) > 1 {
+		i := int(uint64(tick) % uint64(len(u.each)))
 		switch u.each[i].GetState() {
 		case connectivity.Ready:
 			return u.clients[i].ShouldRateLimit(ctx, in, opts...)

@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -54,10 +53,8 @@ func TestFlushesGoByTick(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	const interval = time.Hour // one tick for the whole test
-	tick := int(time.Now().UnixNano() / int64(interval) % 2)
-	other := 1 - tick // the round robin's, here
-	u := newFlushUpstream(dial(addrs[other]), []*grpc.ClientConn{dial(addrs[0]), dial(addrs[1])}, interval)
+	const tick, other = 7 % 2, 1 - 7%2 // the flush's tick 7 names server 1; the round robin here is the other
+	u := newFlushUpstream(dial(addrs[other]), []*grpc.ClientConn{dial(addrs[0]), dial(addrs[1])})
 	for _, c := range u.each {
 		for c.GetState() != connectivity.Ready {
 			if !c.WaitForStateChange(context.Background(), c.GetState()) {
@@ -65,7 +62,7 @@ func TestFlushesGoByTick(t *testing.T) {
 			}
 		}
 	}
-	flush := localtier.WithFlush(context.Background())
+	flush := localtier.WithFlush(context.Background(), 7)
 	for range 10 {
 		if _, err := u.ShouldRateLimit(flush, &rlsv3.RateLimitRequest{}); err != nil {
 			t.Fatal(err)

@@ -96,7 +96,10 @@ func (t *Tier) flusher() {
 			return
 		case at := <-tick.C:
 			t.m.lag.Observe(time.Since(at).Seconds())
+			// The tick the flush belongs to, however late it runs.
+			t.tick.Store(at.UnixNano() / int64(t.opts.FlushInterval))
 		case <-t.kick:
+			t.tick.Store(time.Now().UnixNano() / int64(t.opts.FlushInterval))
 		}
 		buf = t.flush(buf[:0], false)
 	}

@@ -143,6 +143,10 @@ type Tier struct {
 	refundLog rate.Sometimes // samples the log of refunds an upstream refused
 	heldLog   rate.Sometimes // samples the log of concurrency calls it refused
 
+	// tick is the wall clock's tick (a count of FlushIntervals) the flush
+	// being sent belongs to (FlushTick).
+	tick atomic.Int64
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}

@@ -33,7 +33,7 @@ func (t *Tier) call(ctx context.Context, req *rlsv3.RateLimitRequest, kind strin
 	if kind != rls.SidecarRecord { // a record call's metadata is send's
 		ctx = metadata.AppendToOutgoingContext(ctx, rls.SidecarKey, kind)
 	} else {
-		ctx = WithFlush(ctx)
+		ctx = WithFlush(ctx, t.tick.Load())
 	}
 	var md metadata.MD
 	resp, err := t.opts.Upstream.ShouldRateLimit(ctx, req, grpc.Header(&md))
@@ -147,14 +147,22 @@ func parseUnits(md metadata.MD, key string, n int, none float64) []float64 {
 	return out
 }
 
-// flushKey marks the context of a flush's record call (IsFlush).
+// flushKey marks the context of a flush's record call (FlushTick).
 type flushKey struct{}
 
-// IsFlush reports whether ctx is a flush's record call's: an Upstream that
-// reaches several servers may send those by the flush's tick (the flushes
-// fall on the wall clock's multiples of FlushInterval on every sidecar),
-// so that a fleet's records of one tick reach one server together.
-func IsFlush(ctx context.Context) bool { return ctx.Value(flushKey{}) != nil }
+// FlushTick reports whether ctx is a flush's record call's, and the wall
+// clock's tick (a count of FlushIntervals since the epoch) the flush
+// belongs to, however late it runs: the flushes fall on the same ticks on
+// every sidecar, so an Upstream that reaches several servers may send a
+// tick's records to the server the tick names, and a fleet's records of
+// one tick reach one server together.
+func FlushTick(ctx context.Context) (tick int64, ok bool) {
+	tick, ok = ctx.Value(flushKey{}).(int64)
+	return tick, ok
+}
 
-// WithFlush marks ctx as a flush's record call's (IsFlush).
-func WithFlush(ctx context.Context) context.Context { return context.WithValue(ctx, flushKey{}, true) }
+// WithFlush marks ctx as the context of a record call of tick's flush
+// (FlushTick).
+func WithFlush(ctx context.Context, tick int64) context.Context {
+	return context.WithValue(ctx, flushKey{}, tick)
+}
