@@ -115,11 +115,16 @@ func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, n
 			delete(k, id)
 		}
 	}
-	guess := guessOf(k, lim)
+	return localOf(k, lim), f.handed[key], true
+}
+
+// localOf is the demand of k's members, the unknown ones guessed.
+func localOf(k map[uint64]*member, lim shape) float64 {
+	guess, local := guessOf(k, lim), 0.0
 	for _, m := range k {
 		local += m.demandOr(guess)
 	}
-	return local, f.handed[key], true
+	return local
 }
 
 // guessOf is the demand taken for k's members not known yet: the least
@@ -285,11 +290,7 @@ func (f *fleet) served(now time.Time) []served {
 			continue
 		}
 		lim := f.lims[key]
-		guess, local := guessOf(k, lim), 0.0
-		for _, m := range k {
-			local += m.demandOr(guess)
-		}
-		out = append(out, served{key, lim, local, f.handed[key]})
+		out = append(out, served{key, lim, localOf(k, lim), f.handed[key]})
 	}
 	return out
 }

@@ -43,6 +43,7 @@ func (ss *stream) poke(key string) {
 // bucket is one bucket of a stream, as last resolved and assigned.
 type bucket struct {
 	id      *rlqsv3.BucketId
+	name    string         // canonical(id): its key in stream.buckets
 	cfg     *config.Config // the config entries and limit were resolved on
 	entries []config.Entry
 	limit   *config.Limit
@@ -252,7 +253,7 @@ func (s *Service) bucketOf(ss *stream, id *rlqsv3.BucketId, cfg *config.Config) 
 			s.m.refused.WithLabelValues("buckets_full").Inc()
 			return nil
 		}
-		b = &bucket{id: id}
+		b = &bucket{id: id, name: name}
 		ss.buckets[name] = b
 		s.buckets.Add(1)
 	}
@@ -276,8 +277,7 @@ func (s *Service) forget(ss *stream, b *bucket) {
 	if b.key != "" {
 		s.fleet.leave(b.key, ss.id)
 	}
-	name, _ := canonical(b.id)
-	delete(ss.buckets, name)
+	delete(ss.buckets, b.name)
 	s.buckets.Add(-1)
 }
 
