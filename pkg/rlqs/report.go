@@ -51,6 +51,7 @@ type bucket struct {
 	last    *typev3.TokenBucket
 	share   float64   // the rate last assigned
 	idle    time.Time // since when it was reported without requests; zero: busy
+	seen    time.Time // its last report on this stream
 }
 
 // Bounds on what one report may carry.
@@ -94,6 +95,14 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 			continue
 		}
 		elapsed := max(u.GetTimeElapsed().AsDuration(), 0)
+		if !b.seen.IsZero() {
+			// Envoy's time_elapsed is whole seconds, truncated: a 5 s
+			// interval read as 4 overstates a demand by a quarter. This
+			// server's clock since the bucket's last report on this
+			// stream says it to the millisecond.
+			elapsed = now.Sub(b.seen)
+		}
+		b.seen = now
 		allowed, denied := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
 		// Demand: the requests Envoy was asked for over the time the
 		// report covers (0 s on a first report: not known yet).

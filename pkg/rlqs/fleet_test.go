@@ -1,0 +1,70 @@
+package rlqs
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// TestDemandIgnoresCountingNoise: a quiet Envoy's whole-request counts
+// (1 or 2 in 5 s at 0.3 a second) leave its demand where its first reports
+// put it, since each move would push it a new bucket and cost it up to a
+// token; a real change moves it.
+func TestDemandIgnoresCountingNoise(t *testing.T) {
+	f := newFleet(10)
+	lim := shape{rate: 100, burst: 100}
+	now := time.Unix(1_700_000_000, 0)
+	demand := func() float64 { return f.keys["k"][1].demand }
+	report := func(n float64) {
+		now = now.Add(ReportInterval)
+		if _, _, ok := f.observe("k", 1, n, ReportInterval.Seconds(), lim, now, nil); !ok {
+			t.Fatal("fleet full")
+		}
+	}
+	for _, n := range []float64{2, 1, 2} {
+		report(n)
+	}
+	kept := demand()
+	for i, n := range []float64{1, 2, 1, 1, 2, 2, 1} {
+		if report(n); demand() != kept {
+			t.Fatalf("report %d of %v requests moved the demand from %.3f to %.3f", i, n, kept, demand())
+		}
+	}
+	for range demandReports {
+		report(10)
+	}
+	if d := demand(); d < 1.9 || d > 2.1 {
+		t.Errorf("after reports of 10 in 5 s the demand is %.3f; want 2", d)
+	}
+}
+
+// TestDemandOnTheServersClock: a bucket's demand is its requests over the
+// time this server saw between its reports, not Envoy's time_elapsed,
+// which is whole seconds truncated (2.9 s reads as 2).
+func TestDemandOnTheServersClock(t *testing.T) {
+	s := newSim(t, time.Unix(1_700_000_040, 0))
+	ss := &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	id := map[string]string{"name": "bucket"}
+	send := func(n uint64, elapsed time.Duration) {
+		t.Helper()
+		_, err := s.svc.report(context.Background(), ss, &rlqsv3.RateLimitQuotaUsageReports{Domain: "quota",
+			BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+				BucketId: &rlqsv3.BucketId{Bucket: id}, TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: n,
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, 0) // the subscription
+	s.now = s.now.Add(2900 * time.Millisecond)
+	send(29, 2*time.Second)
+	b := ss.buckets[mustCanonical(t, id)]
+	// The subscription's request and 29 over 2.9 s; Envoy's 2 s said 15.
+	if d, want := s.svc.fleet.keys[b.key][ss.id].demand, 30/2.9; math.Abs(d-want) > 0.01 {
+		t.Errorf("29 requests in 2.9 s (Envoy says 2 s): demand %.2f; want %.2f", d, want)
+	}
+}
