@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,12 @@ descriptors:
   - key: name
     value: window
     rate_limit: {name: window, unit: minute, requests_per_unit: 6000, algorithm: fixed_window}
+  - key: name
+    value: bucket1k
+    rate_limit: {name: bucket1k, unit: second, requests_per_unit: 1000}
+  - key: name
+    value: window1k
+    rate_limit: {name: window1k, unit: minute, requests_per_unit: 60000, algorithm: fixed_window}
 `
 
 // anyone admits every caller.
@@ -51,6 +59,7 @@ type sim struct {
 	svcs   []*Service // the server replicas, the Envoys dealt round them
 	svc    *Service   // the first
 	envoys []*simEnvoy
+	rng    *rand.Rand // nil: evenly spaced requests
 }
 
 type simEnvoy struct {
@@ -162,7 +171,7 @@ func (s *sim) addEnvoy(rate float64) *simEnvoy {
 func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time.Time) bool) (admitted, exactAdmitted int) {
 	for end := s.now.Add(d); s.now.Before(end); s.now = s.now.Add(dt) {
 		for _, e := range s.envoys {
-			for e.acc += e.rate * dt.Seconds(); e.acc >= 1; e.acc-- {
+			for e.acc += s.arrivals(e.rate * dt.Seconds()); e.acc >= 1; e.acc-- {
 				e.asked++
 				if e.env.Request(bucket, rlqsenvoy.Settings{}, s.now) {
 					e.admitted++
@@ -177,6 +186,20 @@ func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time
 		s.settle()
 	}
 	return admitted, exactAdmitted
+}
+
+// arrivals is what a step of mean requests adds to an Envoy's count:
+// mean itself (requests evenly spaced), or with s.rng a Poisson draw
+// (independent arrivals).
+func (s *sim) arrivals(mean float64) float64 {
+	if s.rng == nil {
+		return mean
+	}
+	n, p := 0.0, s.rng.Float64()
+	for limit := math.Exp(-mean); p > limit; p *= s.rng.Float64() {
+		n++
+	}
+	return n
 }
 
 // settle pushes what the fleet poked and delivers every answer.
@@ -216,23 +239,48 @@ func exactLimiter(t *testing.T, name string) func(time.Time) bool {
 	}
 }
 
+// smallShares is the least a fleet whose Envoys' shares are a request a
+// second or so admits of an exact limiter at 1.5× offered, requests
+// arriving at random: a bucket of 2 tokens admits 0.87 of its share of
+// such requests (0.98 with 4, which would let a fleet of n Envoys admit
+// 4n at once after a lull, where the limit's burst allows its own), less
+// the noise of whole-request demands at a few a report (0.79–0.90
+// measured).
+const smallShares = 0.75
+
+// smallFair is the least part of its fair share the least served Envoy of
+// such a fleet admits: a zipf fleet's quiet Envoys, a share of 0.2 a
+// second in a bucket of 2, admit about a third of their requests where
+// their fair share is two thirds (0.28 of it measured).
+const smallFair = 0.25
+
 // TestModelFleets: 10 and 100 model Envoys on one server or dealt round
 // two replicas (each told the other's demand), even and zipf demand, on a
-// token bucket and a fixed window, two minutes in simulated time:
-// admitted within 1.05 of an exact limiter, and at 1.5× offered at least
-// 0.95 in the second minute, once the Envoys' reports have told their
-// demands (the first, from cold, is logged); in it every Envoy with demand
+// token bucket and a fixed window of 100 and of 1,000 a second, requests
+// arriving at random (Poisson), two minutes in simulated time: admitted
+// within 1.05 of an exact limiter, and at 1.5× offered at least 0.95 in
+// the second minute, once the Envoys' reports have told their demands
+// (the first, from cold, is logged: the shares start equal and no demand
+// is known until the first reports, 5 s); in it every Envoy with demand
 // gets at least half its fair share (the limit in proportion to its
 // demand, capped at its demand).
+//
+// Where the Envoys' shares are a request a second or so (100 Envoys on
+// 100 a second), the bounds are smallShares and smallFair: Envoy's bucket
+// then holds the fewest tokens (minTokens), and random arrivals find it
+// empty while others find it full and lose the refill (evenly spaced ones
+// admitted 0.97 and more).
 func TestModelFleets(t *testing.T) {
 	start := time.Unix(1_700_000_040, 0) // a minute's start: the window's
 	for _, replicas := range []int{1, 2} {
-		for _, limit := range []string{"bucket", "window"} {
+		for _, limit := range []string{"bucket", "window", "bucket1k", "window1k"} {
 			for _, n := range []int{10, 100} {
 				for _, dist := range []string{"even", "zipf"} {
 					for _, load := range []float64{10, 1.5} {
 						t.Run(fmt.Sprintf("%d/%s/%d/%s/%gx", replicas, limit, n, dist, load), func(t *testing.T) {
+							t.Parallel()
 							s := newReplicas(t, start, replicas)
+							s.rng = rand.New(rand.NewPCG(uint64(n), uint64(len(limit))))
 							weights, sum := make([]float64, n), 0.0
 							for i := range weights {
 								weights[i] = 1
@@ -241,9 +289,16 @@ func TestModelFleets(t *testing.T) {
 								}
 								sum += weights[i]
 							}
-							const rate = 100 // both limits: 100 a second
+							rate := 100.0 // a second, both limits
+							if strings.HasSuffix(limit, "1k") {
+								rate = 1000
+							}
 							for i := range n {
 								s.addEnvoy(load * rate * weights[i] / sum)
+							}
+							least, fairPart := 0.95, 0.5
+							if rate/float64(n) < 5 {
+								least, fairPart = smallShares, smallFair
 							}
 							ex := exactLimiter(t, limit)
 							id := map[string]string{"name": limit}
@@ -260,22 +315,25 @@ func TestModelFleets(t *testing.T) {
 							if cold > 1.05 || ratio > 1.05 {
 								t.Errorf("admitted %.3f of exact in the first minute, %.3f in the second; want at most 1.05", cold, ratio)
 							}
-							if load == 1.5 && ratio < 0.95 {
-								t.Errorf("at 1.5×, admitted %.3f of exact in the second minute; want at least 0.95", ratio)
+							if load == 1.5 && ratio < least {
+								t.Errorf("at 1.5×, admitted %.3f of exact in the second minute; want at least %.2f", ratio, least)
 							}
 							asked := 0
 							for _, e := range s.envoys {
 								asked += e.asked
 							}
+							worst := math.Inf(1)
 							for i, e := range s.envoys {
 								fair := min(float64(e.asked), float64(exact)*float64(e.asked)/float64(asked))
 								if e.asked == 0 {
 									continue
 								}
-								if float64(e.admitted) < fair/2 {
-									t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, e.admitted, e.asked, fair)
+								worst = min(worst, float64(e.admitted)/fair)
+								if float64(e.admitted) < fair*fairPart {
+									t.Errorf("envoy %d: admitted %d of %d asked; want at least %.2f of its fair share %.0f", i, e.admitted, e.asked, fairPart, fair)
 								}
 							}
+							t.Logf("the least served Envoy admitted %.2f of its fair share", worst)
 						})
 					}
 				}
