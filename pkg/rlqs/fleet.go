@@ -68,8 +68,9 @@ type shape struct {
 const demandReports = 3
 
 // observe adds a report of n requests over secs seconds and returns the
-// demand they say: the requests a second of its last demandReports
-// reports, or -1 while they cover less than a second (a first report).
+// demand they say, the requests a second of its last demandReports
+// reports (or -1 while they cover less than a second: a first report),
+// and the seconds they cover.
 func (m *member) observe(n, secs float64) (float64, float64) {
 	m.window[m.next%demandReports] = struct{ n, secs float64 }{n, secs}
 	m.next++
@@ -201,8 +202,8 @@ const steady = 0.25
 // count (0.3 a second over 15 s is 4.5 requests give or take 2), so that a
 // quiet Envoy's 1 or 2 a report does not push it a new bucket, costing it
 // up to a token, each time (a hundred zipf Envoys from cold at 1.5× the
-// limit admitted 0.896 of an exact limiter in their first minute, 0.911
-// so).
+// limit, requests evenly spaced, admitted 0.896 of an exact limiter in
+// their first minute, 0.911 so).
 func changed(now, kept, secs float64) bool {
 	expected := kept * secs
 	return math.Abs(now-kept)*secs > max(steady*expected, 1+math.Sqrt(expected))
