@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,17 +17,39 @@ import (
 // has handed them, and reads the others'. Each replica's word lapses
 // after the time it gives (its assignments' lifetime), so a replica that
 // died stops counting once its Envoys' assignments have run out. One hash
-// a key, a field a replica.
+// a key, a field a replica; the words of many keys go in pipelines of
+// fleetBatch.
 //
 // Safe for concurrent use.
 type FleetDemand struct {
-	c      ReplicaClient
+	c      FleetClient
 	prefix string
 	id     string
 }
 
+// FleetClient is what FleetDemand needs of a go-redis client (any kind:
+// on a Cluster the pipelines are split by slot). It must be safe for
+// concurrent use, as go-redis clients are.
+type FleetClient interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// FleetWord is one key's word: this replica's demand and rate handed out,
+// and the others' summed, which Demand fills in. A plain value, safe to
+// share between goroutines.
+type FleetWord struct {
+	Key                  string
+	Mine, Handed         float64
+	Others, OthersHanded float64
+}
+
+// fleetBatch is the most words one pipeline carries: a report of 10,000
+// buckets goes in ten round trips, not 10,000.
+const fleetBatch = 1000
+
 // NewFleetDemand keeps the words under prefix on c.
-func NewFleetDemand(c ReplicaClient, prefix string) *FleetDemand {
+func NewFleetDemand(c FleetClient, prefix string) *FleetDemand {
 	return &FleetDemand{c: c, prefix: prefix, id: rand.Text()}
 }
 
@@ -57,21 +80,58 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000))
 return {tostring(demand), tostring(handed)}
 `)
 
-// Demand says this replica's Envoys ask for mine units a second of key and
-// hold handed of its rate, for ttl, and returns what the other replicas
-// said of theirs.
-func (f *FleetDemand) Demand(ctx context.Context, key string, mine, handed float64, ttl time.Duration) (others, othersHanded float64, err error) {
-	v, err := fleetLua.Run(ctx, f.c, []string{f.prefix + key}, f.id, strconv.FormatFloat(mine, 'g', 8, 64),
-		strconv.FormatFloat(handed, 'g', 8, 64), ttl.Microseconds()).StringSlice()
-	if err != nil {
-		return 0, 0, err
+// Demand says, of each word's key, that this replica's Envoys ask for
+// Mine units a second and hold Handed of its rate, for ttl, and fills in
+// what the other replicas said of theirs. A script Redis does not hold
+// (restarted, flushed, a new Cluster shard) is sent whole.
+func (f *FleetDemand) Demand(ctx context.Context, ttl time.Duration, words []FleetWord) error {
+	for start := 0; start < len(words); start += fleetBatch {
+		if err := f.demand(ctx, ttl, words[start:min(start+fleetBatch, len(words))]); err != nil {
+			return err
+		}
 	}
-	if len(v) != 2 {
-		return 0, 0, fmt.Errorf("fleet demand: %d values; want 2", len(v))
+	return nil
+}
+
+func (f *FleetDemand) demand(ctx context.Context, ttl time.Duration, words []FleetWord) error {
+	cmds := make([]*redis.Cmd, len(words))
+	send := func(whole bool, which func(int) bool) {
+		// Each command's error is read below; Pipelined's is the first of them.
+		_, _ = f.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, w := range words {
+				if !which(i) {
+					continue
+				}
+				keys := []string{f.prefix + w.Key}
+				args := []any{f.id, strconv.FormatFloat(w.Mine, 'g', 8, 64), strconv.FormatFloat(w.Handed, 'g', 8, 64), ttl.Microseconds()}
+				if whole {
+					cmds[i] = fleetLua.Eval(ctx, p, keys, args...)
+				} else {
+					cmds[i] = fleetLua.EvalSha(ctx, p, keys, args...)
+				}
+			}
+			return nil
+		})
 	}
-	if others, err = strconv.ParseFloat(v[0], 64); err != nil {
-		return 0, 0, err
+	send(false, func(int) bool { return true })
+	noScript := func(c *redis.Cmd) bool { return redis.HasErrorPrefix(c.Err(), "NOSCRIPT") }
+	if slices.ContainsFunc(cmds, noScript) {
+		send(true, func(i int) bool { return noScript(cmds[i]) })
 	}
-	othersHanded, err = strconv.ParseFloat(v[1], 64)
-	return others, othersHanded, err
+	for i, c := range cmds {
+		v, err := c.StringSlice()
+		if err != nil {
+			return err
+		}
+		if len(v) != 2 {
+			return fmt.Errorf("fleet demand: %d values; want 2", len(v))
+		}
+		if words[i].Others, err = strconv.ParseFloat(v[0], 64); err != nil {
+			return err
+		}
+		if words[i].OthersHanded, err = strconv.ParseFloat(v[1], 64); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -105,22 +105,24 @@ type peerOf struct {
 	id int
 }
 
-func (p peerOf) Demand(_ context.Context, key string, mine, handed float64, ttl time.Duration) (float64, float64, error) {
-	w := p.p.words[key]
-	if w == nil {
-		w = map[int]peerWord{}
-		p.p.words[key] = w
-	}
+func (p peerOf) Demand(_ context.Context, ttl time.Duration, words []PeerWord) error {
 	now := p.p.now()
-	w[p.id] = peerWord{mine, handed, now.Add(ttl)}
-	others, othersHanded := 0.0, 0.0
-	for id, x := range w {
-		if id != p.id && x.until.After(now) {
-			others += x.d
-			othersHanded += x.handed
+	for i := range words {
+		w := p.p.words[words[i].Key]
+		if w == nil {
+			w = map[int]peerWord{}
+			p.p.words[words[i].Key] = w
+		}
+		w[p.id] = peerWord{words[i].Mine, words[i].Handed, now.Add(ttl)}
+		words[i].Others, words[i].OthersHanded = 0, 0
+		for id, x := range w {
+			if id != p.id && x.until.After(now) {
+				words[i].Others += x.d
+				words[i].OthersHanded += x.handed
+			}
 		}
 	}
-	return others, othersHanded, nil
+	return nil
 }
 
 // newReplicas is a sim of n server replicas on one store.

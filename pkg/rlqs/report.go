@@ -118,7 +118,19 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 	}
 	s.record(ctx, &recs, ages)
 
-	resp := &rlqsv3.RateLimitQuotaResponse{}
+	// Every bucket's demand is observed first, so that the other
+	// replicas are told and asked of all the report's keys in one call.
+	type todo struct {
+		b    *bucket
+		lim  shape
+		word int // in words, or -1
+	}
+	var (
+		resp   = &rlqsv3.RateLimitQuotaResponse{}
+		todos  = make([]todo, 0, len(in))
+		words  []PeerWord
+		wordOf map[string]int
+	)
 	for _, u := range in {
 		b := u.b
 		if u.asked == 0 && u.secs > 0 {
@@ -136,75 +148,42 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 		} else {
 			b.idle = time.Time{}
 		}
-		var sh Share
+		t := todo{b: b, word: -1}
 		if b.limit != nil {
-			sh = s.shareOf(ctx, ss, b, u.asked, u.secs, now)
+			t.lim = shapeOf(b.limit.RateLimit)
+			local, handed, ok := s.fleet.observe(b.key, ss.id, u.asked, u.secs, t.lim, now, ss.poke)
+			if !ok {
+				s.m.refused.WithLabelValues("keys_full").Inc()
+			}
+			if ok && s.opts.Peers != nil && local > 0 {
+				if wordOf == nil {
+					wordOf = make(map[string]int)
+				}
+				i, seen := wordOf[b.key]
+				if !seen {
+					i = len(words)
+					wordOf[b.key] = i
+					words = append(words, PeerWord{Key: hex.EncodeToString([]byte(b.key))})
+				}
+				words[i].Mine, words[i].Handed = local, handed
+				t.word = i
+			}
 		}
-		resp.BucketAction = append(resp.BucketAction, s.assign(ss, b, sh, false))
+		todos = append(todos, t)
+	}
+	told := s.tell(ctx, words)
+	for _, t := range todos {
+		var sh Share
+		if t.b.limit != nil {
+			lim := t.lim
+			if told && t.word >= 0 {
+				lim = ours(lim, words[t.word])
+			}
+			sh = s.fleet.share(t.b.key, ss.id, lim)
+		}
+		resp.BucketAction = append(resp.BucketAction, s.assign(ss, t.b, sh, false))
 	}
 	return resp, nil
-}
-
-// shareOf records a report of asked requests over secs seconds on b and
-// returns the stream's share of b's limit: of what this server's Envoys
-// ask for against all the servers' (Options.Peers), the part this server
-// serves, split among its Envoys.
-func (s *Service) shareOf(ctx context.Context, ss *stream, b *bucket, asked, secs float64, now time.Time) Share {
-	lim := shapeOf(b.limit.RateLimit)
-	local, handed, ok := s.fleet.observe(b.key, ss.id, asked, secs, lim, now, ss.poke)
-	if !ok {
-		s.m.refused.WithLabelValues("keys_full").Inc()
-	}
-	if ok {
-		lim = s.ours(ctx, b.key, lim, local, handed)
-	}
-	return s.fleet.share(b.key, ss.id, lim)
-}
-
-// ours is the part of lim this server's Envoys' demand (local) is of all
-// the replicas' (Options.Peers), telling them ours and the rate it handed
-// out last: never more than the others leave of the rate they say they
-// handed out, since their Envoys hold it until their assignments lapse
-// (a replica restarted, whose Envoys kept theirs, let the other hand out
-// 1.3 times the limit). lim with no peers.
-func (s *Service) ours(ctx context.Context, key string, lim shape, local, handed float64) shape {
-	if s.opts.Peers == nil || local <= 0 {
-		return lim
-	}
-	others, othersHanded, err := s.opts.Peers.Demand(ctx, hex.EncodeToString([]byte(key)), local, handed, s.opts.TTL)
-	if err != nil {
-		s.m.peerErrors.Inc() // as if alone: fail open
-		return lim
-	}
-	rate := lim.rate * local / (local + others)
-	rate = min(rate, max(0, lim.rate-othersHanded))
-	lim.burst *= rate / lim.rate
-	lim.rate = rate
-	return lim
-}
-
-// Run splits every key this server serves again once a second, with the
-// other replicas' demand as they last said it, until ctx is done: a
-// replica learns of the others' Envoys only then, not at its own Envoys'
-// next reports (5 s), which let two replicas hand out half as much again
-// as a limit for those seconds. With no Peers it only forgets what went
-// stale.
-func (s *Service) Run(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, k := range s.fleet.served(s.opts.Now()) {
-			if s.opts.Peers == nil {
-				continue
-			}
-			s.fleet.resplit(k.key, s.ours(ctx, k.key, k.lim, k.local, k.handed))
-		}
-	}
 }
 
 // poked answers a poke of key (fleet): the stream's buckets on it with

@@ -49,10 +49,19 @@ type Authenticator interface {
 // Peers are the other server replicas' word on each limit's demand:
 // global.FleetDemand. It must be safe for concurrent use.
 type Peers interface {
-	// Demand says this replica's Envoys ask for mine units a second of
-	// key and hold handed of its rate, for ttl, and returns what the
-	// others said of theirs.
-	Demand(ctx context.Context, key string, mine, handed float64, ttl time.Duration) (others, othersHanded float64, err error)
+	// Demand says, of each word's key, that this replica's Envoys ask
+	// for Mine units a second and hold Handed of its rate, for ttl, and
+	// fills in what the others said of theirs: all the words in as few
+	// round trips as it can.
+	Demand(ctx context.Context, ttl time.Duration, words []PeerWord) error
+}
+
+// PeerWord is one limit key's word between replicas (Peers). A plain
+// value, safe to share between goroutines.
+type PeerWord struct {
+	Key                  string
+	Mine, Handed         float64 // this replica's: demand, rate handed out
+	Others, OthersHanded float64 // the others', summed
 }
 
 // Options configure a Service. Zero values take the defaults given. New

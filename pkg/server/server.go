@@ -180,9 +180,9 @@ func New(p *Parts, front limiter.Decider) (_ *Server, err error) {
 	}
 	s.Service = rls.NewService(core, sopts...)
 	qo := rlqs.Options{Config: p.Config.Current, Decider: core, Auth: proxies, Logger: o.Logger, Registerer: o.Registerer}
-	if sc, ok := o.Redis.(global.ReplicaClient); ok {
+	if sc, ok := o.Redis.(global.FleetClient); ok {
 		// The replicas on one Redis split each limit by their Envoys' demand.
-		qo.Peers = global.NewFleetDemand(sc, o.KeyPrefix+"rlqs:")
+		qo.Peers = fleetPeers{global.NewFleetDemand(sc, o.KeyPrefix+"rlqs:")}
 	}
 	if s.Quota, err = rlqs.New(qo); err != nil {
 		return nil, err
@@ -249,4 +249,19 @@ func (s *Server) Close() error {
 		}
 	}
 	return s.parts.Close()
+}
+
+// fleetPeers are the replicas' words on one Redis, as pkg/rlqs asks them.
+type fleetPeers struct{ f *global.FleetDemand }
+
+func (p fleetPeers) Demand(ctx context.Context, ttl time.Duration, words []rlqs.PeerWord) error {
+	fw := make([]global.FleetWord, len(words))
+	for i, w := range words {
+		fw[i] = global.FleetWord(w)
+	}
+	err := p.f.Demand(ctx, ttl, fw)
+	for i, w := range fw {
+		words[i] = rlqs.PeerWord(w)
+	}
+	return err
 }
