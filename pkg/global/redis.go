@@ -108,6 +108,7 @@ type Redis struct {
 	stop    chan struct{}
 	writers sync.WaitGroup
 	calls   sync.Pool
+	timers  sync.Pool // stopped timers, for run's bounded waits
 	// inflight is each writer's pipeline on the wire, for the watchdog.
 	inflight []inflight
 	// lastReply is when Redis last answered anything (UnixNano).
@@ -229,6 +230,11 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		r.inflight = r.inflight[:opts.Writers+1]
 	}
 	r.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	r.timers.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
 	for i := range opts.Writers {
 		r.writers.Add(1)
 		go r.write(&r.inflight[i], r.queue, 0)
@@ -359,28 +365,4 @@ func readDecide(reply []int64, items []Item, out []Result) (int64, error) {
 		}
 	}
 	return reply[0], nil
-}
-
-// run queues c on q for a writer and waits for its answer or ctx. On nil, c
-// holds its answer (c.reply, c.err), which the caller reads before putting
-// c back in the pool; on an error (ctx done, the store closed) c is no
-// longer the caller's: an abandoned call still belongs to its writer
-// (which skips it if it has not sent it yet).
-func (r *Redis) run(ctx context.Context, c *call, q chan *call) error {
-	select {
-	case q <- c:
-	case <-ctx.Done():
-		r.calls.Put(c)
-		return ctx.Err()
-	case <-r.stop:
-		r.calls.Put(c)
-		return errClosed
-	}
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		c.abandoned.Store(true)
-		return ctx.Err()
-	}
 }

@@ -57,6 +57,14 @@ type Store interface {
 	Decide(ctx context.Context, items []algorithm.Item, out []algorithm.Result) error
 }
 
+// waitBounded is a Store that bounds its wait itself (global.Redis):
+// DecideWithin decides as Decide does, returning context.DeadlineExceeded
+// past wait, without the timer and child context a context.WithTimeout
+// makes a request.
+type waitBounded interface {
+	DecideWithin(ctx context.Context, wait time.Duration, items []algorithm.Item, out []algorithm.Result) error
+}
+
 // stalled is an error by which a store says it stopped answering (not
 // that it refused): global.ErrStalled. See StoreDecider.
 type stalled interface{ Stalled() bool }
@@ -239,10 +247,15 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 		return d.fail(ctx, b, nil)
 	}
 	wait := WithinDeadline(ctx, d.opts.MaxWait)
-	sctx, cancel := context.WithTimeout(ctx, wait)
 	start := time.Now()
-	err := d.opts.Store.Decide(sctx, b.Items, b.Results)
-	cancel()
+	var err error
+	if w, ok := d.opts.Store.(waitBounded); ok {
+		err = w.DecideWithin(ctx, wait, b.Items, b.Results)
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, wait)
+		err = d.opts.Store.Decide(sctx, b.Items, b.Results)
+		cancel()
+	}
 	d.opts.Metrics.observe(time.Since(start))
 	switch {
 	case err == nil:

@@ -1,0 +1,56 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/pkg/algorithm"
+)
+
+// TestDecideWithin: a call that Redis does not answer within its wait ends
+// with context.DeadlineExceeded at that wait (the watchdog, much slower
+// here, has not judged Redis stalled); a caller that leaves ends it with
+// context.Canceled; and the pooled timers left behind cut no later call
+// short.
+func TestDecideWithin(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t), Timeout: 10 * time.Second})
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
+	items := []Item{{Key: Key(redistest.Prefix(t), "k"), Params: p, Cost: 1}}
+	out := make([]Result, 1)
+	if err := rs.DecideWithin(context.Background(), time.Second, items, out); err != nil || !out[0].Allowed {
+		t.Fatalf("before: %v, %+v", err, out[0])
+	}
+
+	srv.Freeze()
+	start := time.Now()
+	err := rs.DecideWithin(context.Background(), 50*time.Millisecond, items, out)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || took < 50*time.Millisecond || took > 5*time.Second {
+		t.Errorf("Redis frozen, a wait of 50ms: %v after %v; want DeadlineExceeded at 50ms", err, took)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if err := rs.DecideWithin(ctx, time.Minute, items, out); !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller gone: %v; want Canceled", err)
+	}
+	srv.Thaw()
+
+	// The timers those waits used go back to the pool stopped: none fires
+	// into a later wait (the first calls may wait out connections to the
+	// frozen server).
+	deadline := time.Now().Add(10 * time.Second)
+	for rs.DecideWithin(context.Background(), time.Second, items, out) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis not answering after the thaw")
+		}
+	}
+	for i := range 2000 {
+		if err := rs.DecideWithin(context.Background(), 10*time.Second, items, out); err != nil {
+			t.Fatalf("call %d after the thaw: %v", i, err)
+		}
+	}
+}
