@@ -127,6 +127,9 @@ type matrixCell struct {
 	flush  time.Duration
 	tier   []string
 	server []string // more flags of the servers'
+	// trace logs when the run's admissions came against the exact
+	// limiter's.
+	trace bool
 }
 
 func (c matrixCell) params() algorithm.Params {
@@ -212,6 +215,7 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 		return n
 	}
 	trips0 := trips()
+	l.trace = c.trace
 	res := l.run(context.Background())
 	// The last flushes land before the counters are read.
 	waitFor(t, 30*time.Second, "the fronts' pending hits flushed", func() bool {
@@ -229,6 +233,37 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 			at = append(at, res.sentAt[target][k]...)
 		}
 		exact += exactlyAdmitted(c.params(), res.start, at)
+	}
+	if l.trace {
+		// When the admissions came against when the exact limiter's
+		// would have: an excess is seen as it forms.
+		const bin = 100 * time.Millisecond
+		got, want := map[int]int{}, map[int]int{}
+		for k := range matrixKeys {
+			var at []time.Duration
+			for _, e := range res.events {
+				if e.key == k {
+					at = append(at, e.at)
+					if e.err == nil && e.resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+						got[int(e.at/bin)]++
+					}
+				}
+			}
+			slices.Sort(at)
+			var st algorithm.State
+			base := res.start.UnixMicro()
+			for _, d := range at {
+				var r algorithm.Result
+				if st, r = algorithm.Decide(st, c.params(), base+d.Microseconds(), 1, algorithm.Take); r.Allowed {
+					want[int(d/bin)]++
+				}
+			}
+		}
+		line := ""
+		for b := 0; b <= int(res.elapsed/bin); b++ {
+			line += fmt.Sprintf(" %d:%d/%d", b, got[b], want[b])
+		}
+		t.Logf("admitted/exact by 100ms of send time:%s", line)
 	}
 	row := matrixRow{mode: c.mode, alg: c.alg, pattern: c.pattern, servers: c.servers,
 		sent: res.sent, ok: res.ok, exact: exact, errs: res.errs,

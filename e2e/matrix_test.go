@@ -28,6 +28,7 @@ var (
 	matrixOut      = flag.String("matrix.out", "", "append each run's row to this file (markdown)")
 	matrixFlush    = flag.Duration("matrix.flush", 0, "the sidecars' and cached servers' -flush-interval; 0: their default")
 	matrixTier     = flag.String("matrix.tier", "", "more flags for the sidecars and cached servers, space-separated (e.g. \"-loose-hold 0\")")
+	matrixTrace    = flag.Bool("matrix.trace", false, "log each run's admissions and the exact limiter's by 100 ms of send time")
 	matrixServer   = flag.String("matrix.server", "", "more flags for the servers, space-separated (e.g. \"-redis-record-linger 2ms\")")
 )
 
@@ -50,7 +51,7 @@ func TestExactMatrix(t *testing.T) {
 					for run := range *matrixRuns {
 						name := fmt.Sprintf("%s/%s/%s/%d/%d", mode, alg, strings.ReplaceAll(pattern, "/", "-"), servers, run+1)
 						t.Run(name, func(t *testing.T) {
-							r := matrixCell{mode: mode, alg: alg, pattern: pattern, servers: servers, flush: *matrixFlush, tier: strings.Fields(*matrixTier), server: strings.Fields(*matrixServer)}.run(t, *matrixDuration)
+							r := matrixCell{mode: mode, alg: alg, pattern: pattern, servers: servers, flush: *matrixFlush, tier: strings.Fields(*matrixTier), server: strings.Fields(*matrixServer), trace: *matrixTrace}.run(t, *matrixDuration)
 							fmt.Fprintln(out, r)
 							if err := r.check(0); err != nil {
 								t.Errorf("%s: %v", name, err)
