@@ -285,13 +285,14 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 			t.Logf("%s decided %.0f requests in its failure mode; its log ends:\n%s", s.name, n, s.logTail())
 		}
 	}
-	// What refused, for the log: which tier held the flood back.
-	refused := map[string]float64{}
+	// Which tier held the flood back, and which admitted it, for the log.
+	refused, admitted := map[string]float64{}, map[string]float64{}
 	for _, f := range fronts {
 		for _, tier := range []string{"flag_cache", "local_bucket", "allowance", "global", "slow", "fallback", "store"} {
 			refused[tier] += f.metric(t, "sluice_tier_decisions_total", "tier", tier, "result", "over_limit")
+			admitted[tier] += f.metric(t, "sluice_tier_decisions_total", "tier", tier, "result", "ok")
 		}
 	}
-	t.Logf("refused by tier: %v", refused)
+	t.Logf("refused by tier: %v; admitted: %v", refused, admitted)
 	return row
 }
