@@ -60,6 +60,8 @@ type sim struct {
 	svc    *Service   // the first
 	envoys []*simEnvoy
 	rng    *rand.Rand // nil: evenly spaced requests
+	// resplitAt is when the replicas last split again (Service.Run).
+	resplitAt time.Time
 }
 
 type simEnvoy struct {
@@ -184,6 +186,13 @@ func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time
 				}
 			}
 			e.env.Tick(s.now)
+		}
+		if s.now.Sub(s.resplitAt) >= time.Second {
+			// Each replica's Run, once a second.
+			for _, svc := range s.svcs {
+				svc.resplit(context.Background())
+			}
+			s.resplitAt = s.now
 		}
 		s.settle()
 	}

@@ -37,12 +37,8 @@ func ours(lim shape, w PeerWord) shape {
 	return lim
 }
 
-// Run splits every key this server serves again once a second, with the
-// other replicas' demand as they last said it, until ctx is done: a
-// replica learns of the others' Envoys only then, not at its own Envoys'
-// next reports (5 s), which let two replicas hand out half as much again
-// as a limit for those seconds. The words go in one batch (Peers). With no
-// Peers it only forgets what went stale.
+// Run splits every key this server serves again once a second (resplit)
+// until ctx is done.
 func (s *Service) Run(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -52,21 +48,37 @@ func (s *Service) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		served := s.fleet.served(s.opts.Now())
-		if s.opts.Peers == nil {
-			continue
-		}
-		words := make([]PeerWord, 0, len(served))
-		for _, k := range served {
+		s.resplit(ctx)
+	}
+}
+
+// resplit splits every key this server serves again, with the other
+// replicas' demand as they last said it: a replica learns of the others'
+// Envoys only then, not at its own Envoys' next reports (5 s), which let
+// two replicas hand out half as much again as a limit for those seconds.
+// The words go in one batch (Peers). With no Peers it only forgets what
+// went stale.
+func (s *Service) resplit(ctx context.Context) {
+	served := s.fleet.served(s.opts.Now())
+	if s.opts.Peers == nil {
+		return
+	}
+	words := make([]PeerWord, 0, len(served))
+	for _, k := range served {
+		if k.local > 0 {
 			words = append(words, PeerWord{Key: hex.EncodeToString([]byte(k.key)), Mine: k.local, Handed: k.handed})
 		}
-		told := s.tell(ctx, words)
-		for i, k := range served {
-			lim := k.lim
+	}
+	told := s.tell(ctx, words)
+	i := 0
+	for _, k := range served {
+		lim := k.lim
+		if k.local > 0 {
 			if told {
 				lim = ours(lim, words[i])
 			}
-			s.fleet.resplit(k.key, lim)
+			i++
 		}
+		s.fleet.resplit(k.key, lim)
 	}
 }
