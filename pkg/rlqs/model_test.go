@@ -71,6 +71,7 @@ type simEnvoy struct {
 	queue           []*rlqsv3.RateLimitQuotaResponse
 	rate, acc       float64 // requests offered a second
 	asked, admitted int
+	poisson         struct{ mean, limit float64 } // e^-mean, for arrivals
 }
 
 type simStream struct {
@@ -175,7 +176,7 @@ func (s *sim) addEnvoy(rate float64) *simEnvoy {
 func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time.Time) bool) (admitted, exactAdmitted int) {
 	for end := s.now.Add(d); s.now.Before(end); s.now = s.now.Add(dt) {
 		for _, e := range s.envoys {
-			for e.acc += s.arrivals(e.rate * dt.Seconds()); e.acc >= 1; e.acc-- {
+			for e.acc += s.arrivals(e, e.rate*dt.Seconds()); e.acc >= 1; e.acc-- {
 				e.asked++
 				if e.env.Request(bucket, rlqsenvoy.Settings{}, s.now) {
 					e.admitted++
@@ -199,15 +200,18 @@ func (s *sim) run(bucket map[string]string, d, dt time.Duration, exact func(time
 	return admitted, exactAdmitted
 }
 
-// arrivals is what a step of mean requests adds to an Envoy's count:
+// arrivals is what a step of mean requests adds to e's count:
 // mean itself (requests evenly spaced), or with s.rng a Poisson draw
 // (independent arrivals).
-func (s *sim) arrivals(mean float64) float64 {
+func (s *sim) arrivals(e *simEnvoy, mean float64) float64 {
 	if s.rng == nil {
 		return mean
 	}
+	if e.poisson.mean != mean {
+		e.poisson.mean, e.poisson.limit = mean, math.Exp(-mean)
+	}
 	n, p := 0.0, s.rng.Float64()
-	for limit := math.Exp(-mean); p > limit; p *= s.rng.Float64() {
+	for ; p > e.poisson.limit; p *= s.rng.Float64() {
 		n++
 	}
 	return n
@@ -267,7 +271,8 @@ const smallFair = 0.25
 
 // TestModelFleets: 10 and 100 model Envoys on one server or dealt round
 // two replicas (each told the other's demand), even and zipf demand, on a
-// token bucket and a fixed window of 100 and of 1,000 a second, requests
+// token bucket and a fixed window of 100 and of 1,000 a second (the
+// latter at 1.5× and 100 Envoys; all in make soak), requests
 // arriving at random (Poisson), two minutes in simulated time: admitted
 // within 1.05 of an exact limiter, and at 1.5× offered at least 0.95 in
 // the second minute, once the Envoys' reports have told their demands
@@ -288,6 +293,12 @@ func TestModelFleets(t *testing.T) {
 			for _, n := range []int{10, 100} {
 				for _, dist := range []string{"even", "zipf"} {
 					for _, load := range []float64{10, 1.5} {
+						if strings.HasSuffix(limit, "1k") && (load == 10 || n == 10) && !soak {
+							// make soak: floods of 10,000 requests a simulated
+							// second, and 10 Envoys' shares of 100 a second (as
+							// the 100-a-second limit's of 10 a second).
+							continue
+						}
 						t.Run(fmt.Sprintf("%d/%s/%d/%s/%gx", replicas, limit, n, dist, load), func(t *testing.T) {
 							t.Parallel()
 							s := newReplicas(t, start, replicas)

@@ -35,6 +35,8 @@ package rlqsenvoy
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -302,8 +304,23 @@ func (e *Envoy) Buckets() int {
 	return len(e.buckets)
 }
 
+// keyOf names a bucket id by its entries in key order, each with its
+// length: equal ids, equal names, as Envoy's hash of the serialized id
+// (without serializing one a request: the simulations make millions).
 func keyOf(id map[string]string) string {
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&rlqsv3.BucketId{Bucket: id})
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b []byte
+	for _, k := range keys {
+		for _, x := range []string{k, id[k]} {
+			b = strconv.AppendInt(b, int64(len(x)), 10)
+			b = append(b, ':')
+			b = append(b, x...)
+		}
+	}
 	return string(b)
 }
 
