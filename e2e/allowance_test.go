@@ -22,17 +22,22 @@ const floodKeys = 20
 // exactlyAdmitted is how many requests sent at the offsets at from start
 // one exact limiter admits (its windows on the epoch, as the store's).
 func exactlyAdmitted(p algorithm.Params, start time.Time, at []time.Duration) int {
+	return len(exactlyAdmittedAt(p, start, at))
+}
+
+// exactlyAdmittedAt is the offsets of those it admits, in order.
+func exactlyAdmittedAt(p algorithm.Params, start time.Time, at []time.Duration) []time.Duration {
 	slices.Sort(at)
 	var st algorithm.State
-	n := 0
+	var admitted []time.Duration
 	base := start.UnixMicro()
 	for _, d := range at {
 		var r algorithm.Result
 		if st, r = algorithm.Decide(st, p, base+d.Microseconds(), 1, algorithm.Take); r.Allowed {
-			n++
+			admitted = append(admitted, d)
 		}
 	}
-	return n
+	return admitted
 }
 
 // TestAsyncFloodUpstreamKilled: the server killed in the middle of a

@@ -249,14 +249,8 @@ func (c matrixCell) run(t *testing.T, duration time.Duration) matrixRow {
 					}
 				}
 			}
-			slices.Sort(at)
-			var st algorithm.State
-			base := res.start.UnixMicro()
-			for _, d := range at {
-				var r algorithm.Result
-				if st, r = algorithm.Decide(st, c.params(), base+d.Microseconds(), 1, algorithm.Take); r.Allowed {
-					want[int(d/bin)]++
-				}
+			for _, d := range exactlyAdmittedAt(c.params(), res.start, at) {
+				want[int(d/bin)]++
 			}
 		}
 		line := ""
