@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -51,6 +52,27 @@ func TestDecideWithin(t *testing.T) {
 	for i := range 2000 {
 		if err := rs.DecideWithin(context.Background(), 10*time.Second, items, out); err != nil {
 			t.Fatalf("call %d after the thaw: %v", i, err)
+		}
+	}
+}
+
+// TestDecideWithinNoTimeLeft: a wait of 0 or less (a caller whose
+// deadline has passed, the most negative duration included) ends at once:
+// DeadlineExceeded, or the answer when a writer had the call first; never
+// a hang or a panic.
+func TestDecideWithinNoTimeLeft(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t)})
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: sec, Burst: 1}
+	items := []Item{{Key: Key(redistest.Prefix(t), "k"), Params: p, Cost: 1}}
+	out := make([]Result, 1)
+	for _, wait := range []time.Duration{0, -time.Hour, math.MinInt64} {
+		start := time.Now()
+		if err := rs.DecideWithin(context.Background(), wait, items, out); !errors.Is(err, context.DeadlineExceeded) && err != nil {
+			t.Errorf("a wait of %v: %v; want DeadlineExceeded or an answer", wait, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("a wait of %v took %v", wait, took)
 		}
 	}
 }

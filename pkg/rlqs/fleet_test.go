@@ -68,3 +68,34 @@ func TestDemandOnTheServersClock(t *testing.T) {
 		t.Errorf("29 requests in 2.9 s (Envoy says 2 s): demand %.2f; want %.2f", d, want)
 	}
 }
+
+// TestRapidReportsClaimNoMore: a stream that repeats one bucket a
+// thousand times in a report, with the most requests a count may carry,
+// and reports again a millisecond later (the server's clock now times its
+// demand: 0 s between the repeats), gets at most the limit: never more
+// than the whole rate, never a share read as infinite or NaN.
+func TestRapidReportsClaimNoMore(t *testing.T) {
+	s := newSim(t, time.Unix(1_700_000_040, 0))
+	ss := &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	id := map[string]string{"name": "bucket"} // 100 a second, burst 100
+	usage := &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: id},
+		TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: math.MaxUint64, NumRequestsDenied: math.MaxUint64}
+	m := &rlqsv3.RateLimitQuotaUsageReports{Domain: "quota"}
+	for range 1000 {
+		m.BucketQuotaUsages = append(m.BucketQuotaUsages, usage)
+	}
+	for i := range 5 {
+		resp, err := s.svc.report(context.Background(), ss, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetBucketAction() {
+			tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+			rate := float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+			if tb == nil || rate > 100 || math.IsNaN(rate) || tb.GetMaxTokens() > 100 {
+				t.Fatalf("report %d: assigned %v (%.1f a second); want a token bucket within the limit", i, tb, rate)
+			}
+		}
+		s.now = s.now.Add(time.Millisecond)
+	}
+}
