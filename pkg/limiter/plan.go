@@ -264,21 +264,39 @@ func dropReplaced(limits []*config.Limit) {
 func (s *Service) appendKey(dst []byte, domain string, l *config.Limit, p algorithm.Params, req Request, i int) []byte {
 	var buf [256]byte
 	name := NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(p.Kind.String())
-	for j := range req.Entries(i) {
+	n := req.Entries(i)
+	for j := range n {
 		k, v := req.Entry(i, j)
-		if l.RateLimit.Holder && j == req.Entries(i)-1 {
-			// The holder (holderOf): every request's value counts here.
-			name = name.Add(k).Add(holderPart)
-			continue
-		}
-		if j < len(l.Shared) && l.Shared[j] != "" {
-			// share_threshold: every value the wildcard matches counts here.
-			name = name.Add(k).Add(l.Shared[j])
-			continue
-		}
-		name = name.Add(k).Add(EntryValue(v))
+		name = addEntry(name, l, j, n, k, v)
 	}
 	return name.AppendKey(dst, s.opts.KeyPrefix)
+}
+
+// addEntry adds entry j of n, (k, v), to a limit instance's name as l
+// counts it.
+func addEntry(name KeyName, l *config.Limit, j, n int, k, v string) KeyName {
+	if l.RateLimit.Holder && j == n-1 {
+		// The holder (holderOf): every request's value counts here.
+		return name.Add(k).Add(holderPart)
+	}
+	if j < len(l.Shared) && l.Shared[j] != "" {
+		// share_threshold: every value the wildcard matches counts here.
+		return name.Add(k).Add(l.Shared[j])
+	}
+	return name.Add(k).Add(EntryValue(v))
+}
+
+// CounterKey is the store key, under prefix, of the counter limit l keeps
+// for entries in domain at its configured algorithm: the key a request
+// carrying those entries is decided on (appendKey), so callers that group
+// by it group as the store counts (share_threshold's values on one key).
+func CounterKey(prefix, domain string, l *config.Limit, entries []config.Entry) string {
+	var buf [256]byte
+	name := NewKeyName(buf[:]).Add(domain).Add(l.Path).Add(l.RateLimit.Params().Kind.String())
+	for j, e := range entries {
+		name = addEntry(name, l, j, len(entries), e.Key, e.Value)
+	}
+	return string(name.AppendKey(nil, prefix))
 }
 
 // holderPart stands in a concurrency limit's key for its holder entry's

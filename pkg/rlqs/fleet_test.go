@@ -99,3 +99,28 @@ func TestRapidReportsClaimNoMore(t *testing.T) {
 		s.now = s.now.Add(time.Millisecond)
 	}
 }
+
+// TestSharedValuesOneFleet: buckets whose values a share_threshold
+// wildcard counts on one counter split that counter's limit between their
+// Envoys, as the store counts them, rather than each taking all of it.
+func TestSharedValuesOneFleet(t *testing.T) {
+	s := newSim(t, time.Unix(1_700_000_040, 0))
+	rate := func(ss *stream, file string) float64 {
+		t.Helper()
+		resp, err := s.svc.report(context.Background(), ss, &rlqsv3.RateLimitQuotaUsageReports{Domain: "quota",
+			BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+				BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"files": file}}, TimeElapsed: durationpb.New(5 * time.Second), NumRequestsAllowed: 500,
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+		return float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+	}
+	a := &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	b := &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	rate(a, "files/a")
+	if got := rate(b, "files/b"); got > 55 {
+		t.Errorf("files/b beside files/a, both asking 100 a second of one shared 100: %.1f a second; want about half", got)
+	}
+}

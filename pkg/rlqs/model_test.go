@@ -33,6 +33,10 @@ descriptors:
   - key: name
     value: window1k
     rate_limit: {name: window1k, unit: minute, requests_per_unit: 60000, algorithm: fixed_window}
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {name: files, unit: second, requests_per_unit: 100}
 `
 
 // anyone admits every caller.

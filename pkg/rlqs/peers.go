@@ -2,7 +2,6 @@ package rlqs
 
 import (
 	"context"
-	"encoding/hex"
 	"time"
 )
 
@@ -66,7 +65,7 @@ func (s *Service) resplit(ctx context.Context) {
 	words := make([]PeerWord, 0, len(served))
 	for _, k := range served {
 		if k.local > 0 {
-			words = append(words, PeerWord{Key: hex.EncodeToString([]byte(k.key)), Mine: k.local, Handed: k.handed})
+			words = append(words, PeerWord{Key: k.key, Mine: k.local, Handed: k.handed})
 		}
 	}
 	told := s.tell(ctx, words)

@@ -2,8 +2,6 @@ package rlqs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -47,7 +45,7 @@ type bucket struct {
 	cfg     *config.Config // the config entries and limit were resolved on
 	entries []config.Entry
 	limit   *config.Limit
-	key     string // the fleet's key for the limit ("" for none)
+	key     string // the limit's counter (limiter.CounterKey), its fleet's key; "" for none
 	last    *typev3.TokenBucket
 	share   float64   // the rate last assigned
 	idle    time.Time // since when it was reported without requests; zero: busy
@@ -163,7 +161,7 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 				if !seen {
 					i = len(words)
 					wordOf[b.key] = i
-					words = append(words, PeerWord{Key: hex.EncodeToString([]byte(b.key))})
+					words = append(words, PeerWord{Key: b.key})
 				}
 				words[i].Mine, words[i].Handed = local, handed
 				t.word = i
@@ -252,7 +250,7 @@ func (s *Service) bucketOf(ss *stream, id *rlqsv3.BucketId, cfg *config.Config) 
 		b.cfg, b.key = cfg, ""
 		b.entries, b.limit = cfg.BucketEntries(ss.domain, id.GetBucket())
 		if b.limit != nil && !b.limit.RateLimit.Unlimited && b.limit.RateLimit.Algorithm != algorithm.Concurrency {
-			b.key = fleetKey(ss.domain, b.limit.Path, b.entries)
+			b.key = limiter.CounterKey("", ss.domain, b.limit, b.entries)
 		} else {
 			b.limit = nil // nothing RLQS can hold: allowed
 		}
@@ -341,24 +339,4 @@ func canonical(id *rlqsv3.BucketId) (string, bool) {
 		}
 	}
 	return b.String(), true
-}
-
-// fleetKey names a limit's counter among the fleet: a digest of the
-// domain, the limit's path and the entries in order, each with its length.
-func fleetKey(domain, path string, entries []config.Entry) string {
-	h := sha256.New()
-	for _, x := range append([]string{domain, path}, entryStrings(entries)...) {
-		h.Write(strconv.AppendInt(nil, int64(len(x)), 10))
-		h.Write([]byte{':'})
-		h.Write([]byte(x))
-	}
-	return string(h.Sum(nil))
-}
-
-func entryStrings(entries []config.Entry) []string {
-	out := make([]string, 0, 2*len(entries))
-	for _, e := range entries {
-		out = append(out, e.Key, e.Value)
-	}
-	return out
 }
