@@ -7,6 +7,7 @@ import (
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -122,5 +123,30 @@ func TestSharedValuesOneFleet(t *testing.T) {
 	rate(a, "files/a")
 	if got := rate(b, "files/b"); got > 55 {
 		t.Errorf("files/b beside files/a, both asking 100 a second of one shared 100: %.1f a second; want about half", got)
+	}
+}
+
+// TestBlanketLimits: a limit of 0 is assigned DENY_ALL, as ShouldRateLimit
+// refuses every request of it (not a token bucket of 2); a shadow-mode
+// limit is assigned ALLOW_ALL, as ShouldRateLimit admits every request of
+// it, and its counts are still recorded.
+func TestBlanketLimits(t *testing.T) {
+	s := newSim(t, time.Unix(1_700_000_040, 0))
+	ss := &stream{id: s.svc.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	for _, c := range []struct{ name, want string }{{"blocked", "DENY_ALL"}, {"shadow", "ALLOW_ALL"}} {
+		resp, err := s.svc.report(context.Background(), ss, &rlqsv3.RateLimitQuotaUsageReports{Domain: "quota",
+			BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+				BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": c.name}}, TimeElapsed: durationpb.New(5 * time.Second), NumRequestsAllowed: 50,
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy()
+		if got := st.GetBlanketRule().String(); st.GetTokenBucket() != nil || got != c.want {
+			t.Errorf("%s: assigned %v; want %s", c.name, st, c.want)
+		}
+	}
+	if n := testutil.ToFloat64(s.svc.m.recorded.WithLabelValues("ok")); n != 100 {
+		t.Errorf("recorded %v requests; want both buckets' 50", n)
 	}
 }

@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 		}),
 		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_rlqs_assignments_total",
-			Help: "Bucket actions sent to Envoys, by kind: token_bucket (a share of a limit), allow_all (no limit applies to the bucket), abandon (a bucket reported idle for -rlqs-abandon-after).",
+			Help: "Bucket actions sent to Envoys, by kind: token_bucket (a share of a limit), allow_all (no limit applies to the bucket, or a shadow-mode one), deny_all (a limit of 0), abandon (a bucket reported idle for a minute).",
 		}, []string{"kind"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_rlqs_refused_total",
@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 			Help: "Requests Envoys reported allowed, by result: ok (recorded on the limits' global state), lost (the store was away).",
 		}, []string{"result"}),
 	}
-	for _, k := range []string{"token_bucket", "allow_all", "abandon"} {
+	for _, k := range []string{"token_bucket", "allow_all", "deny_all", "abandon"} {
 		m.assignments.WithLabelValues(k)
 	}
 	for _, r := range []string{"ok", "lost"} {

@@ -33,6 +33,13 @@ descriptors:
   - key: name
     value: window1k
     rate_limit: {name: window1k, unit: minute, requests_per_unit: 60000, algorithm: fixed_window}
+  - key: name
+    value: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: name
+    value: shadow
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
   - key: files
     value: files/*
     share_threshold: true

@@ -46,10 +46,14 @@ type bucket struct {
 	entries []config.Entry
 	limit   *config.Limit
 	key     string // the limit's counter (limiter.CounterKey), its fleet's key; "" for none
-	last    *typev3.TokenBucket
-	share   float64   // the rate last assigned
-	idle    time.Time // since when it was reported without requests; zero: busy
-	seen    time.Time // its last report on this stream
+	// rule, where the limit is not split among the Envoys, is the blanket
+	// rule assigned instead: DENY_ALL for a limit of 0, ALLOW_ALL for a
+	// shadow-mode one (its counts still recorded); nil otherwise.
+	rule  *typev3.RateLimitStrategy
+	last  *typev3.TokenBucket
+	share float64   // the rate last assigned
+	idle  time.Time // since when it was reported without requests; zero: busy
+	seen  time.Time // its last report on this stream
 }
 
 // Bounds on what one report may carry.
@@ -147,7 +151,7 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 			b.idle = time.Time{}
 		}
 		t := todo{b: b, word: -1}
-		if b.limit != nil {
+		if b.key != "" {
 			t.lim = shapeOf(b.limit.RateLimit)
 			local, handed, ok := s.fleet.observe(b.key, ss.id, u.asked, u.secs, t.lim, now, ss.poke)
 			if !ok {
@@ -172,7 +176,7 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 	told := s.tell(ctx, words)
 	for _, t := range todos {
 		var sh Share
-		if t.b.limit != nil {
+		if t.b.key != "" {
 			lim := t.lim
 			if told && t.word >= 0 {
 				lim = ours(lim, words[t.word])
@@ -193,7 +197,7 @@ func (s *Service) poked(ss *stream, key string) *rlqsv3.RateLimitQuotaResponse {
 	}
 	resp := &rlqsv3.RateLimitQuotaResponse{}
 	for _, b := range ss.buckets {
-		if b.key == key && b.limit != nil {
+		if b.key == key {
 			resp.BucketAction = append(resp.BucketAction, s.assign(ss, b, sh, true))
 		}
 	}
@@ -247,12 +251,17 @@ func (s *Service) bucketOf(ss *stream, id *rlqsv3.BucketId, cfg *config.Config) 
 		if b.key != "" {
 			s.fleet.leave(b.key, ss.id)
 		}
-		b.cfg, b.key = cfg, ""
+		b.cfg, b.key, b.rule = cfg, "", nil
 		b.entries, b.limit = cfg.BucketEntries(ss.domain, id.GetBucket())
-		if b.limit != nil && !b.limit.RateLimit.Unlimited && b.limit.RateLimit.Algorithm != algorithm.Concurrency {
-			b.key = limiter.CounterKey("", ss.domain, b.limit, b.entries)
-		} else {
+		switch l := b.limit; {
+		case l == nil || l.RateLimit.Unlimited || l.RateLimit.Algorithm == algorithm.Concurrency:
 			b.limit = nil // nothing RLQS can hold: allowed
+		case l.RateLimit.Blocks():
+			b.rule = blanket(typev3.RateLimitStrategy_DENY_ALL) // as ShouldRateLimit answers
+		case l.ShadowMode:
+			b.rule = blanket(typev3.RateLimitStrategy_ALLOW_ALL) // counted, never refused
+		default:
+			b.key = limiter.CounterKey("", ss.domain, l, b.entries)
 		}
 	}
 	return b
@@ -267,8 +276,9 @@ func (s *Service) forget(ss *stream, b *bucket) {
 	s.buckets.Add(-1)
 }
 
-// assign is b's assignment: ALLOW_ALL where no limit applies; else sh,
-// its share of the limit (fleet), as a token bucket. The last one is kept
+// assign is b's assignment: ALLOW_ALL where no limit applies, its blanket
+// rule where the limit is not split; else sh, its share of the limit
+// (fleet), as a token bucket. The last one is kept
 // while sh is within moved of it, unless forced (a poke), since a changed
 // bucket costs Envoy its tokens' ratio (rlqs-notes §3).
 func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.RateLimitQuotaResponse_BucketAction {
@@ -281,9 +291,13 @@ func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.Ra
 			}},
 		}
 	}
-	if b.limit == nil {
+	switch {
+	case b.limit == nil:
 		s.m.assignments.WithLabelValues("allow_all").Inc()
-		return action(&typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: typev3.RateLimitStrategy_ALLOW_ALL}})
+		return action(blanket(typev3.RateLimitStrategy_ALLOW_ALL))
+	case b.rule != nil:
+		s.m.assignments.WithLabelValues(strings.ToLower(b.rule.GetBlanketRule().String())).Inc()
+		return action(b.rule)
 	}
 	if b.last == nil || force || drifted(sh.Rate, b.share) {
 		b.last, b.share = next(b.last, tokenBucket(sh)), sh.Rate
@@ -291,6 +305,11 @@ func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.Ra
 	}
 	s.m.assignments.WithLabelValues("token_bucket").Inc()
 	return action(&typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: b.last}})
+}
+
+// blanket is a blanket rule as a strategy.
+func blanket(r typev3.RateLimitStrategy_BlanketRule) *typev3.RateLimitStrategy {
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: r}}
 }
 
 // windowBurst is the part of a window's limit the fleet's buckets hold
