@@ -667,3 +667,15 @@ func newService(opts limiter.Options) (*rls.Service, error) {
 	}
 	return rls.NewService(core, rls.WithProxies(trust, nil, nil)), nil
 }
+
+// TestNextTick: the flushes start on the epoch's multiples of the
+// interval, the instants the tick numbers count, for any interval.
+func TestNextTick(t *testing.T) {
+	now := time.Unix(1_700_000_000, 123_456_789)
+	for _, iv := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 10 * time.Millisecond, 17 * time.Millisecond, 70 * time.Millisecond, time.Second} {
+		next := nextTick(now, iv)
+		if next.UnixNano()%int64(iv) != 0 || !next.After(now) || next.Sub(now) > iv {
+			t.Errorf("interval %v: next tick %v after %v; want the next multiple of %v since the epoch", iv, next.UnixNano(), now.UnixNano(), iv)
+		}
+	}
+}
