@@ -161,11 +161,11 @@ func TestConcurrencyRefundKeepsTheFirstUnits(t *testing.T) {
 	key := Key(redistest.Prefix(t), "inflight")
 	p := algorithm.Params{Kind: algorithm.Concurrency, Limit: 10, Window: 3600 * sec, Holder: "r"}
 	res := make([]Result, 1)
-	taken, err := rs.decideGroup(ctx, []Item{{Key: key, Params: p, Cost: 3}}, res, int64(1_780_000_000)*sec)
+	taken, err := rs.decideGroup(ctx, []Item{{Key: key, Params: p, Cost: 3}}, res, int64(1_780_000_000)*sec, time.Time{})
 	if err != nil || !res[0].Allowed {
 		t.Fatalf("take 3: %+v, %v", res, err)
 	}
-	if err := rs.refundGroup(ctx, []Item{{Key: key, Params: p, Cost: 2}}, res, taken); err != nil {
+	if err := rs.refundGroup(ctx, []Item{{Key: key, Params: p, Cost: 2}}, res, taken, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := algorithm.Decide(algorithm.State{}, p, taken, 3, algorithm.Take)

@@ -3,13 +3,14 @@ package global
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 )
 
 // decideAcrossSlots decides a request whose keys span Cluster slots: per
 // slot, then refunds the slots that took if another slot rejected.
-func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Result, now int64) error {
+func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Result, now int64, deadline time.Time) error {
 	groups := make(map[uint16][]int)
 	var order []uint16
 	for i := range items {
@@ -38,7 +39,7 @@ func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Resul
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.now, p.err = r.decideGroup(ctx, p.sub, p.res, now)
+			p.now, p.err = r.decideGroup(ctx, p.sub, p.res, now, deadline)
 		}()
 	}
 	wg.Wait()
@@ -66,7 +67,7 @@ func (r *Redis) decideAcrossSlots(ctx context.Context, items []Item, out []Resul
 		if p.err != nil || groupVetoed(p.sub, p.res) {
 			continue
 		}
-		if err := r.refundGroup(ctx, p.sub, p.res, p.now); err != nil && firstErr == nil {
+		if err := r.refundGroup(ctx, p.sub, p.res, p.now, deadline); err != nil && firstErr == nil {
 			firstErr = err
 		}
 		for j, i := range p.idx {
@@ -90,7 +91,7 @@ func groupVetoed(items []Item, res []Result) bool {
 // refundGroup gives back the cost of the items of one slot that took it:
 // the admitted Take items (a denied shadow item took nothing, and Force
 // items record hits already served, which stay recorded).
-func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now int64) error {
+func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now int64, deadline time.Time) error {
 	c := r.calls.Get().(*call)
 	c.prepare()
 	c.script = r.refund
@@ -111,7 +112,7 @@ func (r *Redis) refundGroup(ctx context.Context, items []Item, res []Result, now
 		r.calls.Put(c)
 		return nil
 	}
-	if err := r.run(ctx, c, r.queue); err != nil {
+	if err := r.run(ctx, c, r.queue, deadline); err != nil {
 		return err
 	}
 	err := c.err

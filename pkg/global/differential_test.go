@@ -391,7 +391,7 @@ func TestDifferentialRefund(t *testing.T) {
 				}
 				got := make([]Result, len(items))
 				began := time.Now()
-				taken, err := rs.decideGroup(ctx, items, got, now)
+				taken, err := rs.decideGroup(ctx, items, got, now, time.Time{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -402,7 +402,7 @@ func TestDifferentialRefund(t *testing.T) {
 							g.m[it.Key] = algorithm.Refund(g.state(it.Key, now), it.Params, now, it.Cost)
 						}
 					}
-					if err := rs.refundGroup(ctx, items, got, taken); err != nil {
+					if err := rs.refundGroup(ctx, items, got, taken, time.Time{}); err != nil {
 						t.Fatal(err)
 					}
 					refunds++
@@ -412,7 +412,7 @@ func TestDifferentialRefund(t *testing.T) {
 					withHolder(rng, &check[0]) // any: a zero-cost check takes nothing
 					got := make([]Result, 1)
 					began := time.Now()
-					if _, err := rs.decideGroup(ctx, check, got, now); err != nil {
+					if _, err := rs.decideGroup(ctx, check, got, now, time.Time{}); err != nil {
 						t.Fatal(err)
 					}
 					compare(t, step, check, got, g.decideLike(check, now, began, got))

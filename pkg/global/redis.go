@@ -285,6 +285,11 @@ func (r *Redis) Decide(ctx context.Context, items []Item, out []Result) error {
 // DecideAt decides items, all or nothing; now is used only with
 // RedisOptions.InjectTime.
 func (r *Redis) DecideAt(ctx context.Context, items []Item, out []Result, now int64) error {
+	return r.decideBy(ctx, items, out, now, time.Time{})
+}
+
+// decideBy is DecideAt, waiting for Redis until deadline unless it is zero.
+func (r *Redis) decideBy(ctx context.Context, items []Item, out []Result, now int64, deadline time.Time) error {
 	if err := validate(items); err != nil {
 		return err
 	}
@@ -295,10 +300,10 @@ func (r *Redis) DecideAt(ctx context.Context, items []Item, out []Result, now in
 		return nil
 	}
 	if !r.opts.Cluster || sameSlot(items) {
-		_, err := r.decideGroup(ctx, items, out, now)
+		_, err := r.decideGroup(ctx, items, out, now, deadline)
 		return err
 	}
-	return r.decideAcrossSlots(ctx, items, out, now)
+	return r.decideAcrossSlots(ctx, items, out, now, deadline)
 }
 
 func sameSlot(items []Item) bool {
@@ -313,13 +318,13 @@ func sameSlot(items []Item) bool {
 
 // decideGroup runs the decide script on items, which share a slot, and
 // returns the `now` the script decided at.
-func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64) (int64, error) {
+func (r *Redis) decideGroup(ctx context.Context, items []Item, out []Result, now int64, deadline time.Time) (int64, error) {
 	c := r.decideCall(items, now)
 	q := r.queue
 	if r.records != nil && records(items) {
 		q = r.records
 	}
-	if err := r.run(ctx, c, q); err != nil {
+	if err := r.run(ctx, c, q, deadline); err != nil {
 		return 0, err
 	}
 	defer r.calls.Put(c)

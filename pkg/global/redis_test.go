@@ -348,16 +348,16 @@ func TestRefundEveryKind(t *testing.T) {
 			}
 			take := []Item{{Key: key, Params: p, Cost: 5}}
 			res := make([]Result, 1)
-			taken, err := rs.decideGroup(ctx, take, res, t0)
+			taken, err := rs.decideGroup(ctx, take, res, t0, time.Time{})
 			if err != nil || !res[0].Allowed {
 				t.Fatalf("take: %+v, %v", res, err)
 			}
 			// Another request's hits after the take.
 			later := []Item{{Key: key, Params: p, Cost: 2}}
-			if _, err := rs.decideGroup(ctx, later, make([]Result, 1), t0+1); err != nil {
+			if _, err := rs.decideGroup(ctx, later, make([]Result, 1), t0+1, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := rs.refundGroup(ctx, take, res, taken); err != nil {
+			if err := rs.refundGroup(ctx, take, res, taken, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			if r := check(t0 + 1); r.Remaining != 18 {

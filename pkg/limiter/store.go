@@ -154,6 +154,7 @@ func DefaultMaxWait(timeout time.Duration) time.Duration { return max(time.Secon
 // for concurrent use.
 type StoreDecider struct {
 	opts    StoreOptions
+	within  waitBounded // opts.Store, when it bounds its own wait; else nil
 	breaker *breaker.Breaker
 	// lastAnswer is when (Unix ns) the store last answered a call.
 	lastAnswer atomic.Int64
@@ -188,6 +189,7 @@ func NewStoreDecider(opts StoreOptions) (*StoreDecider, error) {
 		opts.Now = time.Now
 	}
 	d := &StoreDecider{opts: opts}
+	d.within, _ = opts.Store.(waitBounded)
 	d.lastAnswer.Store(opts.Now().UnixNano()) // as if answered at the start
 	opts.Metrics.initMode(opts.Mode)
 	bo := opts.Breaker
@@ -249,8 +251,8 @@ func (d *StoreDecider) Decide(ctx context.Context, b *Batch) error {
 	wait := WithinDeadline(ctx, d.opts.MaxWait)
 	start := time.Now()
 	var err error
-	if w, ok := d.opts.Store.(waitBounded); ok {
-		err = w.DecideWithin(ctx, wait, b.Items, b.Results)
+	if d.within != nil {
+		err = d.within.DecideWithin(ctx, wait, b.Items, b.Results)
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, wait)
 		err = d.opts.Store.Decide(sctx, b.Items, b.Results)
