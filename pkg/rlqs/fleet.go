@@ -155,7 +155,7 @@ func (f *fleet) share(key string, stream uint64, lim shape) Share {
 	me := f.keys[key][stream]
 	if me == nil {
 		f.mu.Unlock()
-		return lim.fit(split(lim.rate, lim.burst, 1, []float64{1}), 1)
+		return lim.fit(split(lim.rate, lim.burst, []float64{1})[0], 1)
 	}
 	poked := f.splitLocked(key, lim, stream)
 	sh := me.share
@@ -173,13 +173,14 @@ func (f *fleet) splitLocked(key string, lim shape, self uint64) []func(string) {
 	k := f.keys[key]
 	f.handed[key] = lim.rate
 	guess := guessOf(k, lim)
-	all := make([]float64, 0, len(k))
-	for _, m := range k {
-		all = append(all, m.demandOr(guess))
+	ids, all := make([]uint64, 0, len(k)), make([]float64, 0, len(k))
+	for id, m := range k {
+		ids, all = append(ids, id), append(all, m.demandOr(guess))
 	}
 	var poked []func(string)
-	for id, m := range k {
-		sh := lim.fit(split(lim.rate, lim.burst, m.demandOr(guess), all), len(all))
+	for i, sh := range split(lim.rate, lim.burst, all) {
+		id, m := ids[i], k[ids[i]]
+		sh = lim.fit(sh, len(all))
 		if id != self && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
 			poked = append(poked, m.poke)
 		}

@@ -15,20 +15,20 @@ import (
 // A plain value, safe to share between goroutines.
 type Share struct{ Rate, Burst float64 }
 
-// split returns the share of the Envoy whose demand is mine among all
-// (units a second each, mine included) of a limit that refills rate units
-// a second and holds burst. Each demand weighs at most the others'
+// split returns the shares of the Envoys whose demands are all (units a
+// second each), in all's order, of a limit that refills rate units a
+// second and holds burst. Each demand weighs at most the others'
 // together, so that an Envoy claiming any demand takes at most half, and
 // every other keeps at least half its proportional share. When the
 // demands weigh at least rate, each gets rate in proportion to its weight;
 // when they weigh less, each gets its demand and an equal part of the
 // rest, so that an Envoy whose demand rises finds room at once. The burst
-// is split as the rate is. The shares of all the Envoys sum to rate and
-// burst: the fleet never admits more than one token bucket of the
-// limit's would.
-func split(rate, burst, mine float64, all []float64) Share {
+// is split as the rate is. The shares sum to rate and burst: the fleet
+// never admits more than one token bucket of the limit's would.
+func split(rate, burst float64, all []float64) []Share {
+	shares := make([]Share, len(all))
 	if len(all) == 0 || rate <= 0 {
-		return Share{}
+		return shares
 	}
 	sum := 0.0
 	for _, d := range all {
@@ -45,14 +45,14 @@ func split(rate, burst, mine float64, all []float64) Share {
 	for _, d := range all {
 		total += weigh(d)
 	}
-	var r float64
-	switch {
-	case total >= rate:
-		r = rate * weigh(mine) / total
-	default:
-		r = weigh(mine) + (rate-total)/float64(len(all))
+	for i, d := range all {
+		r := weigh(d) + (rate-total)/float64(len(all))
+		if total >= rate {
+			r = rate * weigh(d) / total
+		}
+		shares[i] = Share{Rate: r, Burst: burst * r / rate}
 	}
-	return Share{Rate: r, Burst: burst * r / rate}
+	return shares
 }
 
 // fillIntervals are the whole-second fill intervals an assignment uses,
