@@ -19,13 +19,9 @@ import (
 // the limits, so the outage began with nothing refused).
 const floodKeys = 20
 
-// exactlyAdmitted is how many requests sent at the offsets at from start
-// one exact limiter admits (its windows on the epoch, as the store's).
-func exactlyAdmitted(p algorithm.Params, start time.Time, at []time.Duration) int {
-	return len(exactlyAdmittedAt(p, start, at))
-}
-
-// exactlyAdmittedAt is the offsets of those it admits, in order.
+// exactlyAdmittedAt is the offsets, of at from start, of the requests one
+// exact limiter admits (its windows on the epoch, as the store's), in
+// order.
 func exactlyAdmittedAt(p algorithm.Params, start time.Time, at []time.Duration) []time.Duration {
 	slices.Sort(at)
 	var st algorithm.State

@@ -98,9 +98,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	return o, errors.Join(errs...)
 }
 
-// dialUpstream opens one long-lived HTTP/2 connection per upstream
-// address in addrs, round robin across them, with TLS when o asks for it.
-func dialUpstream(o *options, addrs []string) (*grpc.ClientConn, error) {
+// upstreamCredentials are the dial options every upstream connection
+// shares: TLS when o asks for it, the token when it names one (read
+// once, however many connections).
+func upstreamCredentials(o *options) ([]grpc.DialOption, error) {
 	creds := insecure.NewCredentials()
 	if o.upstreamTLS {
 		tc, err := serve.ClientTLS("-upstream-tls", o.upstreamCA, o.upstreamCert, o.upstreamKey, o.upstreamServerName)
@@ -117,6 +118,13 @@ func dialUpstream(o *options, addrs []string) (*grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(tok))
 	}
+	return opts, nil
+}
+
+// dialUpstream opens one long-lived HTTP/2 connection per upstream
+// address in addrs, round robin across them, with the credentials opts
+// carry (upstreamCredentials).
+func dialUpstream(opts []grpc.DialOption, addrs []string) (*grpc.ClientConn, error) {
 	r := manual.NewBuilderWithScheme("sluice-upstream")
 	var state resolver.State
 	for _, a := range addrs {
@@ -150,7 +158,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	reg := serve.Registry()
 	addrs := flagenv.List(o.upstream)
-	conn, err := dialUpstream(o, addrs)
+	dial, err := upstreamCredentials(o)
+	if err != nil {
+		return fmt.Errorf("-upstream: %w", err)
+	}
+	conn, err := dialUpstream(dial, addrs)
 	if err != nil {
 		return fmt.Errorf("-upstream: %w", err)
 	}
@@ -158,13 +170,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// With several servers, one more connection to each, for the flushes
 	// (flushUpstream).
 	var each []*grpc.ClientConn
-	for i := 0; len(addrs) > 1 && i < len(addrs); i++ {
-		c, err := dialUpstream(o, addrs[i:i+1])
-		if err != nil {
-			return fmt.Errorf("-upstream: %w", err)
+	if len(addrs) > 1 {
+		for _, a := range addrs {
+			c, err := dialUpstream(dial, []string{a})
+			if err != nil {
+				return fmt.Errorf("-upstream: %w", err)
+			}
+			defer c.Close()
+			each = append(each, c)
 		}
-		defer c.Close()
-		each = append(each, c)
 	}
 	sopts, err := o.ServerOptions(log, reg)
 	if err != nil {

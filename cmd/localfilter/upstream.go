@@ -33,13 +33,15 @@ func newFlushUpstream(rr *grpc.ClientConn, each []*grpc.ClientConn) *flushUpstre
 }
 
 func (u *flushUpstream) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, opts ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
-	if tick, ok := localtier.FlushTick(ctx); ok && len(u.each) > 1 {
-		i := int(uint64(tick) % uint64(len(u.each)))
-		switch u.each[i].GetState() {
-		case connectivity.Ready:
-			return u.clients[i].ShouldRateLimit(ctx, in, opts...)
-		case connectivity.Idle:
-			u.each[i].Connect()
+	if len(u.each) > 1 {
+		if tick, ok := localtier.FlushTick(ctx); ok {
+			i := int(uint64(tick) % uint64(len(u.each)))
+			switch u.each[i].GetState() {
+			case connectivity.Ready:
+				return u.clients[i].ShouldRateLimit(ctx, in, opts...)
+			case connectivity.Idle:
+				u.each[i].Connect()
+			}
 		}
 	}
 	return u.rr.ShouldRateLimit(ctx, in, opts...)

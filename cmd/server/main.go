@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
 	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "pipelines in flight at once; concurrent decisions are coalesced into them")
-	fs.DurationVar(&o.recordLinger, "redis-record-linger", defaultRecordLinger, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
+	fs.DurationVar(&o.recordLinger, "redis-record-linger", global.DefaultRecordLinger, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", global.DefaultTimeout, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
 	fs.DurationVar(&o.maxWait, "store-max-wait", 0, "how long a request waits for the store when its caller set no deadline (Envoy sets its filter timeout); past it, or just before the caller's deadline, the request is decided in memory at -local-share; 0: max(1s, 5 × -store-timeout)")
@@ -169,14 +169,6 @@ func (o *options) validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// defaultRecordLinger is -redis-record-linger's default: the sidecars'
-// flushes fall on the same ticks and go to the same server (pkg/localtier,
-// cmd/localfilter), so 2 ms puts a fleet's records of a tick in one Redis
-// call (three async sidecars at 1.5× a limit: 0.034 round trips a request
-// on one server and on three, against 0.100), with every algorithm within
-// 0.975-1.022 of an exact limiter.
-const defaultRecordLinger = 2 * time.Millisecond
 
 // maxRecordLinger bounds -redis-record-linger: well within a sidecar's
 // call timeout and the share tracker's reporting intervals.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -31,7 +30,6 @@ type FleetDemand struct {
 // on a Cluster the pipelines are split by slot). It must be safe for
 // concurrent use, as go-redis clients are.
 type FleetClient interface {
-	redis.Scripter
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
@@ -95,15 +93,13 @@ func (f *FleetDemand) Demand(ctx context.Context, ttl time.Duration, words []Fle
 
 func (f *FleetDemand) demand(ctx context.Context, ttl time.Duration, words []FleetWord) error {
 	cmds := make([]*redis.Cmd, len(words))
-	send := func(whole bool, which func(int) bool) {
-		// Each command's error is read below; Pipelined's is the first of them.
+	// EVALSHA each word, then EVAL those whose script Redis did not hold;
+	// each command's error is read below (Pipelined's is the first of them).
+	send := func(whole bool, which []int) {
 		_, _ = f.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, w := range words {
-				if !which(i) {
-					continue
-				}
-				keys := []string{f.prefix + w.Key}
-				args := []any{f.id, strconv.FormatFloat(w.Mine, 'g', 8, 64), strconv.FormatFloat(w.Handed, 'g', 8, 64), ttl.Microseconds()}
+			for _, i := range which {
+				keys := []string{f.prefix + words[i].Key}
+				args := []any{f.id, strconv.FormatFloat(words[i].Mine, 'g', 8, 64), strconv.FormatFloat(words[i].Handed, 'g', 8, 64), ttl.Microseconds()}
 				if whole {
 					cmds[i] = fleetLua.Eval(ctx, p, keys, args...)
 				} else {
@@ -113,10 +109,19 @@ func (f *FleetDemand) demand(ctx context.Context, ttl time.Duration, words []Fle
 			return nil
 		})
 	}
-	send(false, func(int) bool { return true })
-	noScript := func(c *redis.Cmd) bool { return redis.HasErrorPrefix(c.Err(), "NOSCRIPT") }
-	if slices.ContainsFunc(cmds, noScript) {
-		send(true, func(i int) bool { return noScript(cmds[i]) })
+	all := make([]int, len(words))
+	for i := range all {
+		all[i] = i
+	}
+	send(false, all)
+	var missing []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		send(true, missing)
 	}
 	for i, c := range cmds {
 		v, err := c.StringSlice()

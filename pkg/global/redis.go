@@ -61,12 +61,7 @@ type RedisOptions struct {
 	// sidecars flush on their own timers, and each flush would otherwise
 	// be a Redis round trip of its own. Their answers are on no client's
 	// path, and decisions never wait behind them. 0: records go with the
-	// decisions; the daemons' default (-redis-record-linger). Measured
-	// (BENCHMARKS.md, the exactness matrix), 5ms cut async sidecars' Redis
-	// round trips at 1.5x the limit from 0.100 to 0.034 a request on one
-	// server (0.067 on three), and let sliding logs flooded by three
-	// sidecars admit 1.031 x exact, from 1.019-1.024: the answers come
-	// later, and a log is the algorithm most sensitive to that.
+	// decisions. The daemons' default is DefaultRecordLinger.
 	RecordLinger time.Duration
 	// InjectTime makes the scripts use the `now` given to DecideAt
 	// instead of the store's TIME. Tests only: production must use one
@@ -196,6 +191,16 @@ const (
 	DefaultTimeout = 10 * time.Millisecond
 	DefaultWriters = 4
 )
+
+// DefaultRecordLinger is the daemons' RecordLinger (-redis-record-linger):
+// the sidecars' flushes fall on the same ticks and go to the same server
+// (pkg/localtier, cmd/localfilter), so 2 ms puts a fleet's records of a
+// tick in one Redis call (three async sidecars at 1.5× a limit: 0.034
+// round trips a request on one server and on three, against 0.100). The
+// answers come later: a flooded sliding log, the algorithm most sensitive
+// to that, admits 1.021-1.026 of an exact limiter, against 1.016-1.019
+// with none (BENCHMARKS.md).
+const DefaultRecordLinger = 2 * time.Millisecond
 
 // NewRedis returns a store on opts.Client and starts its writers; Close
 // stops them.

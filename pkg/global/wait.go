@@ -15,10 +15,10 @@ func (r *Redis) DecideWithin(ctx context.Context, wait time.Duration, items []It
 }
 
 // run queues c on q for a writer and waits for its answer, ctx, or the
-// deadline unless it is zero (DecideWithin). On nil, c
-// holds its answer (c.reply, c.err), which the caller reads before putting
-// c back in the pool; on an error (ctx done, the store closed) c is no
-// longer the caller's: an abandoned call still belongs to its writer
+// deadline unless it is zero (DecideWithin). On nil, c holds its answer
+// (c.reply, c.err), which the caller reads before putting c back in the
+// pool; on an error (ctx done, the deadline past, the store closed) c is
+// no longer the caller's: an abandoned call still belongs to its writer
 // (which skips it if it has not sent it yet).
 func (r *Redis) run(ctx context.Context, c *call, q chan *call, deadline time.Time) error {
 	var expired <-chan time.Time

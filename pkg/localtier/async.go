@@ -105,14 +105,6 @@ func (t *Tier) flusher() {
 	}
 }
 
-// nextTick is the first multiple of iv since the Unix epoch after now:
-// the instant the tick numbers (FlushTick) count. (time.Time.Truncate
-// counts from year 1, an offset from the epoch's multiples for intervals
-// that do not divide 62,135,596,800 s: 4 ms at 7 ms.)
-func nextTick(now time.Time, iv time.Duration) time.Time {
-	return time.Unix(0, (now.UnixNano()/int64(iv)+1)*int64(iv))
-}
-
 // flush sends the pending hits, at most maxPerCall keys of one domain per
 // call, flushParallel calls at a time, and flags the keys the answers say
 // are used up. While the upstream is unavailable it leaves them pending

@@ -161,6 +161,14 @@ func FlushTick(ctx context.Context) (tick int64, ok bool) {
 	return tick, ok
 }
 
+// nextTick is the first multiple of iv since the Unix epoch after now:
+// the instant the tick numbers (FlushTick) count. (time.Time.Truncate
+// counts from year 1, an offset from the epoch's multiples for intervals
+// that do not divide 62,135,596,800 s: 4 ms at 7 ms.)
+func nextTick(now time.Time, iv time.Duration) time.Time {
+	return time.Unix(0, (now.UnixNano()/int64(iv)+1)*int64(iv))
+}
+
 // WithFlush marks ctx as the context of a record call of tick's flush
 // (FlushTick).
 func WithFlush(ctx context.Context, tick int64) context.Context {

@@ -23,7 +23,6 @@ import (
 // Only its own goroutine touches it.
 type stream struct {
 	id      uint64
-	peer    string
 	domain  string
 	buckets map[string]*bucket // by canonical id
 	pokes   chan string        // fleet keys whose shares moved
@@ -222,7 +221,9 @@ func (s *Service) record(ctx context.Context, r *records, ages []int64) {
 		}
 		if err != nil {
 			s.m.recorded.WithLabelValues("lost").Add(hits)
-			s.opts.Logger.Warn("rlqs: usage not recorded", "error", err.Error(), "buckets", end-start)
+			s.lostLog.Do(func() {
+				s.opts.Logger.Warn("rlqs: usage not recorded (counted in sluice_rlqs_recorded_requests_total{result=\"lost\"}; logged at most every 10 s)", "error", err.Error(), "buckets", end-start)
+			})
 			continue
 		}
 		s.m.recorded.WithLabelValues("ok").Add(hits)

@@ -10,6 +10,7 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -110,6 +111,7 @@ type Service struct {
 	ids     atomic.Uint64
 	buckets atomic.Int64 // across streams
 	reports atomic.Int64
+	lostLog rate.Sometimes // usage not recorded, logged at most every 10 s
 }
 
 // Stats are what a Service holds and has done, for the admin page. A
@@ -155,7 +157,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{opts: opts, fleet: newFleet(opts.MaxKeys)}
+	s := &Service{opts: opts, fleet: newFleet(opts.MaxKeys), lostLog: rate.Sometimes{Interval: 10 * time.Second}}
 	s.m = newMetrics(opts.Registerer, s)
 	return s, nil
 }
@@ -164,7 +166,7 @@ func New(opts Options) (*Service, error) {
 // recorded and answered with the assignments of its buckets.
 func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
 	ctx := st.Context()
-	peer, refusal := s.opts.Auth.Authenticate(ctx)
+	_, refusal := s.opts.Auth.Authenticate(ctx)
 	if refusal != "" {
 		s.m.refused.WithLabelValues(string(refusal)).Inc()
 		return status.Errorf(codes.PermissionDenied, "rlqs: the caller is not one the server knows (%s): give Envoy's rlqs_server a token (initial_metadata authorization: Bearer ...) or a client certificate the server lists", refusal)
@@ -174,7 +176,7 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateL
 		s.m.refused.WithLabelValues("streams_full").Inc()
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the most this server takes", s.opts.MaxStreams)
 	}
-	ss := &stream{id: s.ids.Add(1), peer: peer, buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
+	ss := &stream{id: s.ids.Add(1), buckets: make(map[string]*bucket), pokes: make(chan string, maxPokes)}
 	defer func() {
 		s.streams.Add(-1)
 		s.end(ss)
