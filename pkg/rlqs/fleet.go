@@ -287,11 +287,14 @@ type served struct {
 }
 
 // served lists the keys with members, dropping the members gone stale by
-// now (and the keys left without).
-func (f *fleet) served(now time.Time) []served {
+// now (and the keys left without); with list false it only drops them.
+func (f *fleet) served(now time.Time, list bool) []served {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]served, 0, len(f.keys))
+	var out []served
+	if list {
+		out = make([]served, 0, len(f.keys))
+	}
 	for key, k := range f.keys {
 		for id, m := range k {
 			if now.Sub(m.at) > demandFresh {
@@ -304,8 +307,10 @@ func (f *fleet) served(now time.Time) []served {
 			delete(f.handed, key)
 			continue
 		}
-		lim := f.lims[key]
-		out = append(out, served{key, lim, localOf(k, lim), f.handed[key]})
+		if list {
+			lim := f.lims[key]
+			out = append(out, served{key, lim, localOf(k, lim), f.handed[key]})
+		}
 	}
 	return out
 }

@@ -58,7 +58,7 @@ func (s *Service) Run(ctx context.Context) {
 // The words go in one batch (Peers). With no Peers it only forgets what
 // went stale.
 func (s *Service) resplit(ctx context.Context) {
-	served := s.fleet.served(s.opts.Now())
+	served := s.fleet.served(s.opts.Now(), s.opts.Peers != nil)
 	if s.opts.Peers == nil {
 		return
 	}
