@@ -220,8 +220,9 @@ type State struct {
 // is at most Window + ⌈Window/Limit⌉ µs (one window, plus the refill of
 // the one unit it answers for), and a request of cost c ≤ MaxCost that
 // follows waits at most Window + ⌈c × Window/Limit⌉ µs, each within 1 µs
-// of floating-point rounding. Every duration in a Result is at most
-// MaxDuration.
+// of floating-point rounding; for sliding_log, whose debt enters the log
+// as room appears and then counts a window as any unit does, both at most
+// 2 × Window. Every duration in a Result is at most MaxDuration.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch mode {
 	case Force:

@@ -270,21 +270,56 @@ func TestDecideAllSameKeyTwice(t *testing.T) {
 }
 
 // TestForceLogBounded: recording more than the limit on a sliding log
-// keeps at most twice the limit, in one run, with the same answers as
-// recording them all within the window.
+// keeps at most twice the limit, in one run and a debt, which enters the
+// log as its units leave and holds the key back two windows at most.
 func TestForceLogBounded(t *testing.T) {
 	t0 := int64(1_780_000_020) * sec
 	p := Params{SlidingLog, 10, 10 * sec, 0, 0, ""}
 	s, _ := Decide(State{}, p, t0, 3, Take)
 	s, r := Decide(s, p, t0+sec, 1<<32, Force)
-	if len(s.Log) != 2 || logUnits(s.Log) != 20 || r.Allowed || r.Remaining != 0 || r.RetryAfter != 10*sec || r.ResetAfter != 10*sec {
-		t.Fatalf("Force 2^32 = %+v with %d runs of %d units; want 2 runs of 20 units (twice the limit), denied for the window", r, len(s.Log), logUnits(s.Log))
+	runs, debt := splitDebt(s.Log)
+	if len(runs) != 2 || logUnits(runs) != 10 || debt != 10 || r.Allowed || r.Remaining != 0 || r.RetryAfter != 20*sec || r.ResetAfter != 20*sec {
+		t.Fatalf("Force 2^32 = %+v with %d runs of %d units and a debt of %d; want 2 runs of the limit's 10 units and a debt of 10, denied for two windows", r, len(runs), logUnits(runs), debt)
 	}
-	if _, r := Decide(s, p, t0+11*sec-1, 1, Take); r.Allowed {
-		t.Errorf("admitted before the recorded hits left")
+	if _, r := Decide(s, p, t0+21*sec-1, 1, Take); r.Allowed {
+		t.Errorf("admitted before the debt left")
 	}
-	if _, r := Decide(s, p, t0+11*sec, 1, Take); !r.Allowed {
-		t.Errorf("denied once the recorded hits left: %+v", r)
+	if _, r := Decide(s, p, t0+21*sec, 1, Take); !r.Allowed {
+		t.Errorf("denied once the debt left: %+v", r)
+	}
+}
+
+// TestSlidingLogRepaysItsDebt: a sliding log of 10 a second, filled by
+// takes and then charged 2 more by a late record (a sidecar's admissions
+// past the limit), admits only 8 in the next window: 20 in two windows,
+// as an exact limiter fed the same requests would, not 22. The debt
+// enters as the first units leave, so its units count from then.
+func TestSlidingLogRepaysItsDebt(t *testing.T) {
+	t0 := int64(1_780_000_020) * sec
+	p := Params{SlidingLog, 10, sec, 0, 0, ""}
+	var s State
+	admitted := 0
+	for i := range 20 { // 10 over the first 100 ms, then refused
+		var r Result
+		if s, r = Decide(s, p, t0+int64(i)*5_000, 1, Take); r.Allowed {
+			admitted++
+		}
+	}
+	s, r := Record(s, p, t0+120_000, 100_000, 2) // admitted at t0+20ms, recorded at t0+120ms
+	admitted += 2
+	if r.Remaining != 0 || r.RetryAfter != sec+10_000-120_000 {
+		// The debt's 2 take the room the first two units leave (t0+1s,
+		// t0+1.005s), so the third (t0+1.010s) makes room for a request.
+		t.Fatalf("after a record past the limit: %+v; want none left, a retry at t0+1.010s", r)
+	}
+	for i := range 40 { // the next window, flooded
+		var r Result
+		if s, r = Decide(s, p, t0+sec+int64(i)*5_000, 1, Take); r.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 20 {
+		t.Errorf("admitted %d over two windows; want 20 (the limit twice, the debt repaid)", admitted)
 	}
 }
 

@@ -10,8 +10,13 @@ import (
 // Count charge, for a request of cost (its need: 1 for the zero-cost check
 // a Force answers with): one window plus that request's refill time,
 // W + cost·W/L, rounded up to the µs, and 1 µs of floating-point slack (a
-// quotient landing within a rounding error above a whole µs).
+// quotient landing within a rounding error above a whole µs). A sliding
+// log repays its debt: it enters the log within a window and counts one,
+// so two windows.
 func debtBound(p Params, cost int64) int64 {
+	if p.Kind == SlidingLog {
+		return 2 * p.Window
+	}
 	return p.Window + ceilPos(float64(need(cost))*float64(p.Window)/float64(p.Limit)) + 1
 }
 

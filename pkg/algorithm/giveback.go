@@ -2,7 +2,6 @@ package algorithm
 
 import (
 	"math"
-	"sort"
 )
 
 // GiveBack decides a refund (Envoy's is_negative_hits): cost units go
@@ -72,16 +71,19 @@ func slidingWindowGiveBack(s State, p Params, now, cost int64) (State, float64) 
 	return State{Exists: true, Time: start, Count: max(0, curr-cost), PrevCount: prev}, float64(min(curr, cost))
 }
 
-// slidingLogGiveBack drops the log's newest cost units still in its
-// window (newest first, so that its times stay in order). It never writes
-// to an element of s.Log.
+// slidingLogGiveBack gives back the log's debt first, then its newest
+// cost units still in its window (newest first, so that its times stay in
+// order). It never writes to an element of s.Log.
 func slidingLogGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	asked := cost
-	log := s.Log
+	log, debt := splitDebt(s.Log)
 	if k := len(log); k > 0 && log[k-1].T > now {
 		now = log[k-1].T // the clock went back, as in slidingLog
 	}
-	log = log[sort.Search(len(log), func(i int) bool { return log[i].T > now-p.Window }):]
+	log, debt = slide(log, debt, p, now)
+	given := min(cost, debt)
+	debt -= given
+	cost -= given
 	for cost > 0 && len(log) > 0 {
 		last := log[len(log)-1]
 		if last.N > cost {
@@ -95,5 +97,5 @@ func slidingLogGiveBack(s State, p Params, now, cost int64) (State, float64) {
 		cost -= last.N
 		log = log[: len(log)-1 : len(log)-1] // what is appended next must not overwrite it
 	}
-	return State{Exists: len(log) > 0, Log: log}, float64(asked - cost)
+	return logState(log, debt), float64(asked - cost)
 }

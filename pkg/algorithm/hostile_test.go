@@ -67,19 +67,29 @@ func TestDurationsBounded(t *testing.T) {
 	}
 }
 
-// naiveDecide is Decide on naiveLog.
-func naiveDecide(log []int64, p Params, now, cost int64, mode Mode) ([]int64, Result) {
-	if mode == Force {
-		log, _ = naiveLog(log, p, now, cost, Force)
-		_, r := naiveLog(log, p, now, 0, Take)
-		return log, r
-	}
-	return naiveLog(log, p, now, cost, Take)
+// naive is the sliding log as one timestamp per unit, and its debt: the
+// definition slidingLog's runs must agree with.
+type naive struct {
+	log  []int64
+	debt int64
 }
 
-// naiveLog is the sliding log as one timestamp per unit: the definition
-// slidingLog's runs must agree with.
-func naiveLog(log []int64, p Params, now, cost int64, mode Mode) ([]int64, Result) {
+// naiveDecide is Decide on naive.
+func naiveDecide(s naive, p Params, now, cost int64, mode Mode) (naive, Result) {
+	if mode == Force {
+		s, _ = naiveLog(s, p, now, cost, Force)
+		_, r := naiveLog(s, p, now, 0, Take)
+		return s, r
+	}
+	return naiveLog(s, p, now, cost, Take)
+}
+
+// naiveSlide drops the units that left the window at now (the clock
+// taken back to the newest unit's, as slidingLog does), and moves debt
+// into the room: as units leave, past those the log held over its limit,
+// all at the time the newest of the units it replaces left.
+func naiveSlide(s naive, p Params, now int64) (naive, int64) {
+	log, debt := s.log, s.debt
 	if k := len(log); k > 0 && log[k-1] > now {
 		now = log[k-1]
 	}
@@ -87,36 +97,90 @@ func naiveLog(log []int64, p Params, now, cost int64, mode Mode) ([]int64, Resul
 	for drop < len(log) && log[drop] <= now-p.Window {
 		drop++
 	}
-	log = append([]int64(nil), log[drop:]...)
+	kept := append([]int64(nil), log[drop:]...)
+	if excess := max(0, int64(len(log))-p.Limit); debt > 0 && int64(drop) > excess {
+		c := min(debt, int64(drop)-excess)
+		at := log[excess+c-1] + p.Window
+		if k := len(kept); k > 0 {
+			at = max(at, kept[k-1])
+		}
+		for range c {
+			if at > now-p.Window {
+				kept = append(kept, at)
+			}
+		}
+		debt -= c
+	}
+	return naive{kept, debt}, now
+}
+
+// naiveAdd adds cost units at t: below the limit to the log, the rest to
+// the debt, within twice the limit.
+func naiveAdd(s naive, p Params, t, cost int64) naive {
+	count := int64(len(s.log))
+	add := min(cost, max(0, p.Limit-count-s.debt))
+	for range add {
+		s.log = append(s.log, t)
+	}
+	count += add
+	s.debt += min(cost-add, max(0, 2*p.Limit-count-s.debt))
+	return s
+}
+
+// naiveRecord is Record on naive.
+func naiveRecord(s naive, p Params, now, age, cost int64) (naive, Result) {
+	age = min(max(age, 0), p.Window)
+	if age == 0 || cost == 0 {
+		return naiveDecide(s, p, now, cost, Force)
+	}
+	s, now2 := naiveSlide(s, p, now)
+	place := max(now-age, now2-p.Window+1)
+	if k := len(s.log); k > 0 {
+		place = max(place, s.log[k-1])
+	}
+	s = naiveAdd(s, p, place, cost)
+	_, r := naiveLog(s, p, now, 0, Take)
+	return s, r
+}
+
+func naiveLog(s naive, p Params, now, cost int64, mode Mode) (naive, Result) {
+	s, now = naiveSlide(s, p, now)
+	log, debt := s.log, s.debt
 	count := int64(len(log))
+	excess := max(0, count-p.Limit)
 	n := need(cost)
-	allowed := count+n <= p.Limit
+	allowed := count+debt+n <= p.Limit
 	var retry int64
-	switch {
+	switch k := count + debt + n - p.Limit; {
 	case allowed:
 	case n > p.Limit || count == 0:
 		retry = p.Window
 		if count > 0 {
 			retry = log[count-1] + p.Window - now
 		}
+	case k <= count:
+		retry = log[k-1] + p.Window - now
 	default:
-		retry = log[count+n-p.Limit-1] + p.Window - now
+		retry = log[excess+debt-1] + 2*p.Window - now
 	}
 	if (allowed || mode == Force) && cost > 0 {
-		for add := min(cost, max(0, 2*p.Limit-count)); add > 0; add-- {
-			log = append(log, now)
-		}
+		s = naiveAdd(naive{log, debt}, p, now, cost)
+		log, debt, count = s.log, s.debt, int64(len(s.log))
 	}
-	count = int64(len(log))
-	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count), Left: float64(max(0, p.Limit-count)), RetryAfter: retry}
-	if count > 0 {
+	excess = max(0, count-p.Limit)
+	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count-debt), RetryAfter: retry}
+	r.Left = float64(r.Remaining)
+	switch {
+	case debt > 0:
+		r.ResetAfter = log[excess+debt-1] + 2*p.Window - now
+	case count > 0:
 		r.ResetAfter = log[count-1] + p.Window - now
 	}
-	return log, r
+	return naive{log, debt}, r
 }
 
 // TestSlidingLogRunsAgreeWithNaive runs random sequences (costs, forces,
-// clocks that step back, instants repeated) through the run-length log and
+// late records, clocks that step back, instants repeated) through the run-length log and
 // the one-timestamp-per-unit definition and demands equal results, with
 // one run per instant at most.
 func TestSlidingLogRunsAgreeWithNaive(t *testing.T) {
@@ -126,7 +190,7 @@ func TestSlidingLogRunsAgreeWithNaive(t *testing.T) {
 			p := Params{Kind: SlidingLog, Limit: 1 + rng.Int64N(30), Window: (1 + rng.Int64N(10)) * sec}
 			now := int64(1_780_000_020)*sec + rng.Int64N(sec)
 			var s State
-			var naive []int64
+			var want naive
 			for step := range 2000 {
 				switch r := rng.IntN(10); {
 				case r == 0:
@@ -137,22 +201,35 @@ func TestSlidingLogRunsAgreeWithNaive(t *testing.T) {
 					now += rng.Int64N(p.Window / 4)
 				}
 				cost := rng.Int64N(p.Limit/2 + 2)
-				mode := Take
-				if rng.IntN(10) == 0 {
+				mode, age := Take, int64(-1)
+				switch rng.IntN(10) {
+				case 0:
 					mode, cost = Force, rng.Int64N(3*p.Limit)
+				case 1:
+					// admitted a while ago by a local tier
+					mode, cost, age = Force, rng.Int64N(2*p.Limit), rng.Int64N(p.Window+2)-1
 				}
-				var got, want Result
+				var got, wantR Result
 				prev := s
-				s, got = Decide(s, p, now, cost, mode)
-				naive, want = naiveDecide(naive, p, now, cost, mode)
-				if got != want {
-					t.Fatalf("step %d %+v at %d cost %d mode %d from %v: runs %+v; naive %+v", step, p, now, cost, mode, prev.Log, got, want)
+				if age >= 0 {
+					s, got = Record(s, p, now, age, cost)
+					want, wantR = naiveRecord(want, p, now, age, cost)
+				} else {
+					s, got = Decide(s, p, now, cost, mode)
+					want, wantR = naiveDecide(want, p, now, cost, mode)
 				}
-				if logUnits(s.Log) != int64(len(naive)) || int64(len(s.Log)) > 2*p.Limit {
-					t.Fatalf("step %d: %d units in %d runs; naive %d", step, logUnits(s.Log), len(s.Log), len(naive))
+				if got != wantR {
+					t.Fatalf("step %d %+v at %d cost %d mode %d from %v: runs %+v; naive %+v", step, p, now, cost, mode, prev.Log, got, wantR)
+				}
+				runs, debt := splitDebt(s.Log)
+				if logUnits(runs) != int64(len(want.log)) || debt != want.debt || int64(len(s.Log)) > 2*p.Limit+1 {
+					t.Fatalf("step %d: %d units in %d runs and a debt of %d; naive %d and %d", step, logUnits(runs), len(runs), debt, len(want.log), want.debt)
+				}
+				if logUnits(s.Log) > 2*p.Limit {
+					t.Fatalf("step %d: %d units with the debt; want at most twice the limit", step, logUnits(s.Log))
 				}
 				for i := 1; i < len(s.Log); i++ {
-					if s.Log[i].T <= s.Log[i-1].T || s.Log[i].Total != s.Log[i-1].Total+s.Log[i].N {
+					if (s.Log[i].T <= s.Log[i-1].T && (i < len(runs) || debt == 0)) || s.Log[i].Total != s.Log[i-1].Total+s.Log[i].N {
 						t.Fatalf("step %d: runs out of order or totals off: %v", step, s.Log)
 					}
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/algorithm"
@@ -42,6 +43,67 @@ func TestDebtCapOnRedis(t *testing.T) {
 					t.Errorf("Take(1) at the RetryAfter = %+v; want admitted", got[0])
 				}
 			})
+		}
+	}
+}
+
+// TestSlidingLogDebtOnRedis: a sliding log's debt in Redis. A take
+// followed by hits forced past the limit is refunded
+// (a request across Cluster slots that another slot refused): the debt
+// gives back first, as algorithm.Refund does. And the stored list is one
+// an older server reads: every entry "t n total", times never
+// decreasing, running totals whole, every unit counted (the debt as units
+// accepted at the newest time, as that server stored its own excess).
+func TestSlidingLogDebtOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	rs := newRedisStore(t, RedisOptions{Client: client, InjectTime: true})
+	ctx := context.Background()
+	p := algorithm.Params{Kind: algorithm.SlidingLog, Limit: 10, Window: 60 * sec}
+	key := Key(redistest.Prefix(t), "log")
+	now := int64(1_780_000_020) * sec
+	items := []Item{{Key: key, Params: p, Cost: 3}}
+	got := make([]Result, 1)
+	taken, err := rs.decideGroup(ctx, items, got, now, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	force := []Item{{Key: key, Params: p, Cost: 12, Mode: algorithm.Force}}
+	if err := rs.DecideAt(ctx, force, make([]Result, 1), now+sec); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := algorithm.Decide(algorithm.State{}, p, now, 3, algorithm.Take)
+	s, _ = algorithm.Decide(s, p, now+sec, 12, algorithm.Force)
+
+	raw, err := client.LRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units, lastT, lastTotal float64
+	for i, v := range raw {
+		var tt, n, total float64
+		if k, err := fmt.Sscanf(v, "%g %g %g", &tt, &n, &total); k != 3 || err != nil || n <= 0 || (i > 0 && (tt < lastT || total != lastTotal+n)) {
+			t.Fatalf("entry %d of %q is not a run an older server reads", i, raw)
+		}
+		units, lastT, lastTotal = units+n, tt, total
+	}
+	if units != 15 || len(raw) < 2 {
+		t.Fatalf("stored %q: %v units; want the 10 the limit holds and a debt of 5", raw, units)
+	}
+
+	if err := rs.refundGroup(ctx, items, got, taken, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	s = algorithm.Refund(s, p, now, 3)
+	for _, at := range []int64{now + 2*sec, now + 60*sec, now + 61*sec, now + 120*sec} {
+		var w Result
+		s, w = algorithm.Decide(s, p, at, 0, algorithm.Take)
+		check := make([]Result, 1)
+		if err := rs.DecideAt(ctx, []Item{{Key: key, Params: p}}, check, at); err != nil {
+			t.Fatal(err)
+		}
+		if differ(check, []Result{w}) {
+			t.Errorf("refunded, checked at +%d s: lua %+v; go %+v", (at-now)/sec, check[0], w)
 		}
 	}
 }

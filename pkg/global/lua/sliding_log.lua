@@ -1,4 +1,4 @@
--- sluice: exact sliding log, mirroring pkg/algorithm/log.go slidingLog.
+-- sluice: exact sliding log, mirroring pkg/algorithm/sliding_log.go slidingLog.
 -- The log is a Redis list of runs, oldest first, each "t n total": n units
 -- accepted at time t, total the running sum of units up to and including
 -- them (see algorithm.Run). A decision reads the runs it needs with LINDEX
@@ -13,6 +13,12 @@
 -- len.
 -- A key decided twice in one request sees both, and is stored with one
 -- LTRIM, an LSET and an RPUSH per new run.
+--
+-- The log's debt (what a force or a late record added past a full log,
+-- see algorithm.slidingLog) is stored as a last run at the time of the run
+-- before it (algorithm.splitDebt): debt the count of its units, len the
+-- runs before it, stored_debt set when the list holds it past len. An
+-- older server reads it as units accepted at that time.
 
 local sliding_log = {}
 
@@ -58,7 +64,7 @@ local function log_units(st)
 end
 
 function sliding_log.load(item)
-  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, grow = nil, new = {} }
+  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, grow = nil, new = {}, debt = 0 }
   if st.len > 0 and not parse_run(redis.call('LINDEX', item.key, -1)) then
     -- A log in the format before runs (one time per entry): dropped, it
     -- would have expired within one window.
@@ -69,6 +75,9 @@ function sliding_log.load(item)
     local raw = redis.call('LRANGE', item.key, 0, -1)
     for i = 1, #raw do st.runs[i] = parse_run(raw[i]) end
   end
+  if st.len >= 2 and run_at(st, st.len).t == run_at(st, st.len - 1).t then
+    st.debt, st.len, st.stored_debt = run_at(st, st.len).n, st.len - 1, true
+  end
   st.exists = st.len > 0
   return st
 end
@@ -76,12 +85,17 @@ end
 function sliding_log.store(item, st, ttl)
   if st.first > st.len then
     redis.call('DEL', item.key) -- every stored run expired or refunded
-  elseif st.first > 1 or st.cut then
+  elseif st.first > 1 or st.cut or st.stored_debt then
     redis.call('LTRIM', item.key, st.first - 1, st.len - 1)
   end
   local function text(r) return num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
   if st.grow and st.first <= st.len then redis.call('LSET', item.key, -1, text(st.grow)) end
   for _, r in ipairs(st.new) do redis.call('RPUSH', item.key, text(r)) end
+  local last = log_end(st)
+  if st.debt > 0 and last >= st.first then
+    local r = run_at(st, last)
+    redis.call('RPUSH', item.key, text({ t = r.t, n = st.debt, total = r.total + st.debt }))
+  end
   redis.call('PEXPIRE', item.key, ttl)
 end
 
@@ -104,68 +118,119 @@ end
 local function copy(st)
   local new = {}
   for i, r in ipairs(st.new) do new[i] = r end
-  return { key = st.key, len = st.len, first = st.first, runs = st.runs, grow = st.grow, new = new, cut = st.cut }
+  return { key = st.key, len = st.len, first = st.first, runs = st.runs, grow = st.grow, new = new, cut = st.cut,
+    debt = st.debt, stored_debt = st.stored_debt }
+end
+
+-- unit_run is the index of the run holding the log's k-th oldest unit
+-- (unitRun).
+local function unit_run(st, k)
+  local first = run_at(st, st.first)
+  local base = first.total - first.n
+  return search(st, st.first, log_end(st), function(r) return r.total - base >= k end)
+end
+
+-- slide drops the runs that left the window at now and moves as much of
+-- the debt as their leaving makes room for into the log (algorithm.slide).
+local function slide(st, p, now)
+  local last, old = log_end(st), st.first
+  st.first = search(st, st.first, last, function(r) return r.t > now - p.window end)
+  if st.debt == 0 or st.first == old then return end
+  local o = run_at(st, old)
+  local base = o.total - o.n
+  local excess = math.max(0, run_at(st, last).total - base - p.limit)
+  local c = math.min(st.debt, run_at(st, st.first - 1).total - base - excess)
+  if c <= 0 then return end
+  local j = search(st, old, st.first - 1, function(r) return r.total - base >= excess + c end)
+  local at = run_at(st, j).t + p.window
+  if last >= st.first then at = math.max(at, run_at(st, last).t) end
+  if at > now - p.window then append_run(st, at, c) end
+  st.debt = st.debt - c
+end
+
+-- add adds cost units at t, the log's newest time or later: what fits
+-- below the limit to the log, the rest to its debt, within twice the
+-- limit (logAdd).
+local function add(st, p, t, cost)
+  local count = log_units(st)
+  local fit = math.min(cost, math.max(0, p.limit - count - st.debt))
+  if fit > 0 then
+    append_run(st, t, fit)
+    count, cost = count + fit, cost - fit
+  end
+  if cost > 0 then st.debt = st.debt + math.min(cost, math.max(0, 2 * p.limit - count - st.debt)) end
+end
+
+-- excess_debt_run is the run holding the last unit the debt replaces.
+local function excess_debt_run(st, p)
+  return run_at(st, unit_run(st, math.max(0, log_units(st) - p.limit) + st.debt))
+end
+
+-- wait is how long a refused request of n units waits (logWait).
+local function wait(st, p, now, n)
+  local count = log_units(st)
+  if n > p.limit or count == 0 then
+    if count == 0 then return p.window end
+    return run_at(st, log_end(st)).t + p.window - now
+  end
+  local k = count + st.debt + n - p.limit
+  if k <= count then return run_at(st, unit_run(st, k)).t + p.window - now end
+  return excess_debt_run(st, p).t + 2 * p.window - now
+end
+
+-- result is the answer of a decision leaving st at now (logResult).
+local function result(st, p, now, allowed, retry)
+  local count = log_units(st)
+  local r = { allowed = allowed, remaining = math.max(0, p.limit - count - st.debt), retry = retry, reset = 0 }
+  r.left = r.remaining
+  if st.debt > 0 then
+    r.reset = excess_debt_run(st, p).t + 2 * p.window - now
+  elseif count > 0 then
+    r.reset = run_at(st, log_end(st)).t + p.window - now
+  end
+  return r
 end
 
 function sliding_log.decide(st, p, now, cost, force)
   local nst = copy(st)
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
-  local count = log_units(nst)
+  slide(nst, p, now)
   local n = need(cost)
-  local allowed = count + n <= p.limit
+  local allowed = log_units(nst) + nst.debt + n <= p.limit
   local retry = 0
-  if not allowed then
-    if n > p.limit or count == 0 then
-      retry = p.window
-      if count > 0 then retry = run_at(nst, last).t + p.window - now end
-    else
-      -- The oldest k units must leave the window: wait for the run holding the k-th.
-      local k = count + n - p.limit
-      local first = run_at(nst, nst.first)
-      local base = first.total - first.n
-      local j = search(nst, nst.first, last, function(r) return r.total - base >= k end)
-      retry = run_at(nst, j).t + p.window - now
-    end
-  end
-  if (allowed or force) and cost > 0 then
-    local add = math.min(cost, math.max(0, 2 * p.limit - count)) -- debt cap: see slidingLog
-    if add > 0 then
-      append_run(nst, now, add)
-      count = count + add
-    end
-  end
-  nst.exists = count > 0
-  local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = retry, reset = 0 }
-  r.left = r.remaining
-  if count > 0 then r.reset = run_at(nst, log_end(nst)).t + p.window - now end
-  return nst, r
+  if not allowed then retry = wait(nst, p, now, n) end
+  if (allowed or force) and cost > 0 then add(nst, p, now, cost) end
+  nst.exists = log_units(nst) > 0
+  return nst, result(nst, p, now, allowed, retry)
 end
 
 -- slidingLogRecord: units admitted at `at` placed at their own time, or at
--- the newest run's if later, within the log's cap as a force.
+-- the newest run's if later: what fits below the limit, the rest as debt.
 function sliding_log.record(st, p, now, at, cost)
   local nst = copy(st)
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
+  slide(nst, p, now)
   local place = math.max(at, now - p.window + 1)
+  last = log_end(nst)
   if last >= nst.first then place = math.max(place, run_at(nst, last).t) end
-  local add = math.min(cost, math.max(0, 2 * p.limit - log_units(nst)))
-  if add > 0 then append_run(nst, place, add) end
+  add(nst, p, place, cost)
   nst.exists = log_units(nst) > 0
   return nst
 end
 
--- slidingLogGiveBack: the newest cost units still in the window go, newest
--- first: runs appended by this request, then stored runs, cut from the end.
+-- slidingLogGiveBack: the debt first, then the newest cost units still in
+-- the window, newest first: runs appended by this request, then stored
+-- runs, cut from the end.
 function sliding_log.give_back(st, p, now, cost)
   local asked = cost
   local nst = copy(st)
   local last = log_end(nst)
   if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  nst.first = search(nst, nst.first, last, function(r) return r.t > now - p.window end)
+  slide(nst, p, now)
+  local given = math.min(cost, nst.debt)
+  nst.debt, cost = nst.debt - given, cost - given
   while cost > 0 and log_end(nst) >= nst.first do
     local i = log_end(nst)
     local r = run_at(nst, i)
@@ -194,6 +259,21 @@ end
 -- take, so the list is walked from its end.
 function sliding_log.refund_key(item, taken, cost)
   local len = redis.call('LLEN', item.key)
+  if len >= 2 then
+    -- The debt gives back first (slidingLogRefund).
+    local d, before = parse_run(redis.call('LINDEX', item.key, -1)), parse_run(redis.call('LINDEX', item.key, -2))
+    if d and before and d.t == before.t then
+      local given = math.min(cost, d.n)
+      if given == d.n then
+        redis.call('RPOP', item.key)
+        len = len - 1
+      else
+        redis.call('LSET', item.key, -1, num(d.t) .. ' ' .. num(d.n - given) .. ' ' .. num(d.total - given))
+      end
+      cost = cost - given
+      if cost == 0 then return end
+    end
+  end
   local runs, found = {}, nil
   for j = len, 1, -1 do
     local r = parse_run(redis.call('LINDEX', item.key, j - 1))
