@@ -16,17 +16,24 @@ import (
 // another key past that gets a share as if alone (the service counts it).
 type fleet struct {
 	mu      sync.Mutex
-	keys    map[string]map[uint64]*member // guarded by mu
-	lims    map[string]shape              // each key's limit, as last reported
-	handed  map[string]float64            // each key's rate last split here
+	keys    map[string]*fleetKey // guarded by mu
 	maxKeys int
+}
+
+// fleetKey is one key of a fleet.
+type fleetKey struct {
+	members map[uint64]*member // by stream
+	lim     shape              // its limit, as last reported
+	handed  float64            // its rate last split here (0: not yet)
+	gain    gain
 }
 
 type member struct {
 	demand float64 // units a second asked for; below 0: not known yet
 	// window holds its last reports' requests and the seconds they
 	// cover, the demand's base (demandReports of them).
-	window [demandReports]struct{ n, secs float64 }
+	window [demandReports]struct{ n, a, secs float64 }
+	used   float64 // units a second admitted, over the same reports; below 0: not known
 	next   int
 	at     time.Time
 	share  Share            // what the last split gives it
@@ -50,7 +57,7 @@ const (
 )
 
 func newFleet(maxKeys int) *fleet {
-	return &fleet{keys: make(map[string]map[uint64]*member), lims: make(map[string]shape), handed: make(map[string]float64), maxKeys: maxKeys}
+	return &fleet{keys: make(map[string]*fleetKey), maxKeys: maxKeys}
 }
 
 // shape is what the fleet splits of a limit (limitRate).
@@ -71,17 +78,20 @@ const demandReports = 3
 // demand they say, the requests a second of its last demandReports
 // reports (or -1 while they cover less than a second: a first report),
 // and the seconds they cover.
-func (m *member) observe(n, secs float64) (float64, float64) {
-	m.window[m.next%demandReports] = struct{ n, secs float64 }{n, secs}
+func (m *member) observe(n, a, secs float64) (float64, float64) {
+	m.window[m.next%demandReports] = struct{ n, a, secs float64 }{n, a, secs}
 	m.next++
-	var sum, over float64
+	var sum, used, over float64
 	for _, w := range m.window {
 		sum += w.n
+		used += w.a
 		over += w.secs
 	}
 	if over < 1 {
+		m.used = -1
 		return -1, over
 	}
+	m.used = used / over
 	return sum / over, over
 }
 
@@ -90,7 +100,7 @@ func (m *member) observe(n, secs float64) (float64, float64) {
 // members, the unknown ones guessed: what this server serves of the key.
 // ok is false when the fleet is full and key not in it. A demand not
 // known yet (a first report) is taken as the least known one (guessOf).
-func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, now time.Time, poke func(string)) (local, handed float64, ok bool) {
+func (f *fleet) observe(key string, stream uint64, n, a, secs float64, lim shape, now time.Time, poke func(string)) (local, handed float64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := f.keys[key]
@@ -98,25 +108,31 @@ func (f *fleet) observe(key string, stream uint64, n, secs float64, lim shape, n
 		if len(f.keys) >= f.maxKeys {
 			return 0, 0, false
 		}
-		k = make(map[uint64]*member)
+		k = &fleetKey{members: make(map[uint64]*member)}
 		f.keys[key] = k
 	}
-	me := k[stream]
+	me := k.members[stream]
 	if me == nil {
 		me = &member{poke: poke, demand: -1}
-		k[stream] = me
+		k.members[stream] = me
 	}
-	if demand, over := me.observe(n, secs); me.demand < 0 || demand < 0 || changed(demand, me.demand, over) {
+	if demand, over := me.observe(n, a, secs); me.demand < 0 || demand < 0 || changed(demand, me.demand, over) {
 		me.demand = demand
 	}
 	me.at = now
-	f.lims[key] = lim
-	for id, m := range k {
+	k.lim = lim
+	k.dropStale(now)
+	k.steer(now)
+	return localOf(k.members, lim), k.handed, true
+}
+
+// dropStale forgets the members whose demand went stale by now.
+func (k *fleetKey) dropStale(now time.Time) {
+	for id, m := range k.members {
 		if now.Sub(m.at) > demandFresh {
-			delete(k, id)
+			delete(k.members, id)
 		}
 	}
-	return localOf(k, lim), f.handed[key], true
 }
 
 // localOf is the demand of k's members, the unknown ones guessed.
@@ -152,12 +168,13 @@ func guessOf(k map[uint64]*member, lim shape) float64 {
 // share moved (moved, grown) is poked, outside the lock.
 func (f *fleet) share(key string, stream uint64, lim shape) Share {
 	f.mu.Lock()
-	me := f.keys[key][stream]
-	if me == nil {
+	k := f.keys[key]
+	if k == nil || k.members[stream] == nil {
 		f.mu.Unlock()
 		return lim.fit(split(lim.rate, lim.burst, []float64{1})[0], 1)
 	}
-	poked := f.splitLocked(key, lim, stream)
+	me := k.members[stream]
+	poked := k.split(lim, stream)
 	sh := me.share
 	f.mu.Unlock()
 	for _, p := range poked {
@@ -166,21 +183,22 @@ func (f *fleet) share(key string, stream uint64, lim shape) Share {
 	return sh
 }
 
-// splitLocked splits lim among key's members, noting it as the rate
-// handed out, and returns the pokes of the members other than self whose
-// shares moved (moved, grown). f.mu is held.
-func (f *fleet) splitLocked(key string, lim shape, self uint64) []func(string) {
-	k := f.keys[key]
-	f.handed[key] = lim.rate
-	guess := guessOf(k, lim)
-	ids, all := make([]uint64, 0, len(k)), make([]float64, 0, len(k))
-	for id, m := range k {
+// split splits lim among k's members, noting it as the rate handed out,
+// each share scaled by k's gain, and returns the pokes of the members
+// other than self whose shares moved (moved, grown). The fleet's mu is
+// held.
+func (k *fleetKey) split(lim shape, self uint64) []func(string) {
+	k.handed = lim.rate
+	guess := guessOf(k.members, lim)
+	ids, all := make([]uint64, 0, len(k.members)), make([]float64, 0, len(k.members))
+	for id, m := range k.members {
 		ids, all = append(ids, id), append(all, m.demandOr(guess))
 	}
 	var poked []func(string)
 	for i, sh := range split(lim.rate, lim.burst, all) {
-		id, m := ids[i], k[ids[i]]
+		id, m := ids[i], k.members[ids[i]]
 		sh = lim.fit(sh, len(all))
+		sh.Rate *= k.gain.value()
 		if id != self && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
 			poked = append(poked, m.poke)
 		}
@@ -247,8 +265,8 @@ func drifted(rate, sent float64) bool { return rate < sent*(1-moved) || rate > s
 func (f *fleet) sent(key string, stream uint64, rate float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if m := f.keys[key][stream]; m != nil {
-		m.sent = rate
+	if k := f.keys[key]; k != nil && k.members[stream] != nil {
+		k.members[stream].sent = rate
 	}
 }
 
@@ -256,11 +274,11 @@ func (f *fleet) sent(key string, stream uint64, rate float64) {
 func (f *fleet) shareOf(key string, stream uint64) (Share, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := f.keys[key][stream]
-	if m == nil {
+	k := f.keys[key]
+	if k == nil || k.members[stream] == nil {
 		return Share{}, false
 	}
-	return m.share, true
+	return k.members[stream].share, true
 }
 
 // leave forgets stream's demand on key (the bucket was abandoned, or the
@@ -269,11 +287,9 @@ func (f *fleet) leave(key string, stream uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if k := f.keys[key]; k != nil {
-		delete(k, stream)
-		if len(k) == 0 {
+		delete(k.members, stream)
+		if len(k.members) == 0 {
 			delete(f.keys, key)
-			delete(f.lims, key)
-			delete(f.handed, key)
 		}
 	}
 }
@@ -296,20 +312,13 @@ func (f *fleet) served(now time.Time, list bool) []served {
 		out = make([]served, 0, len(f.keys))
 	}
 	for key, k := range f.keys {
-		for id, m := range k {
-			if now.Sub(m.at) > demandFresh {
-				delete(k, id)
-			}
-		}
-		if len(k) == 0 {
+		k.dropStale(now)
+		if len(k.members) == 0 {
 			delete(f.keys, key)
-			delete(f.lims, key)
-			delete(f.handed, key)
 			continue
 		}
 		if list {
-			lim := f.lims[key]
-			out = append(out, served{key, lim, localOf(k, lim), f.handed[key]})
+			out = append(out, served{key, k.lim, localOf(k.members, k.lim), k.handed})
 		}
 	}
 	return out
@@ -320,8 +329,8 @@ func (f *fleet) served(now time.Time, list bool) []served {
 func (f *fleet) resplit(key string, lim shape) {
 	f.mu.Lock()
 	var poked []func(string)
-	if len(f.keys[key]) > 0 {
-		poked = f.splitLocked(key, lim, 0) // stream ids start at 1
+	if k := f.keys[key]; k != nil && len(k.members) > 0 {
+		poked = k.split(lim, 0) // stream ids start at 1
 	}
 	f.mu.Unlock()
 	for _, p := range poked {

@@ -19,10 +19,10 @@ func TestDemandIgnoresCountingNoise(t *testing.T) {
 	f := newFleet(10)
 	lim := shape{rate: 100, burst: 100}
 	now := time.Unix(1_700_000_000, 0)
-	demand := func() float64 { return f.keys["k"][1].demand }
+	demand := func() float64 { return f.keys["k"].members[1].demand }
 	report := func(n float64) {
 		now = now.Add(ReportInterval)
-		if _, _, ok := f.observe("k", 1, n, ReportInterval.Seconds(), lim, now, nil); !ok {
+		if _, _, ok := f.observe("k", 1, n, n, ReportInterval.Seconds(), lim, now, nil); !ok {
 			t.Fatal("fleet full")
 		}
 	}
@@ -65,7 +65,7 @@ func TestDemandOnTheServersClock(t *testing.T) {
 	send(29, 2*time.Second)
 	b := ss.buckets[mustCanonical(t, id)]
 	// The subscription's request and 29 over 2.9 s; Envoy's 2 s said 15.
-	if d, want := s.svc.fleet.keys[b.key][ss.id].demand, 30/2.9; math.Abs(d-want) > 0.01 {
+	if d, want := s.svc.fleet.keys[b.key].members[ss.id].demand, 30/2.9; math.Abs(d-want) > 0.01 {
 		t.Errorf("29 requests in 2.9 s (Envoy says 2 s): demand %.2f; want %.2f", d, want)
 	}
 }

@@ -152,7 +152,7 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 		t := todo{b: b, word: -1}
 		if b.key != "" {
 			t.lim = shapeOf(b.limit.RateLimit)
-			local, handed, ok := s.fleet.observe(b.key, ss.id, u.asked, u.secs, t.lim, now, ss.poke)
+			local, handed, ok := s.fleet.observe(b.key, ss.id, u.asked, u.allowed, u.secs, t.lim, now, ss.poke)
 			if !ok {
 				s.m.refused.WithLabelValues("keys_full").Inc()
 			}
