@@ -231,7 +231,7 @@ func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		return giveBack(s, p, now, cost)
 	case Count:
 		_, verdict := decide(s, p, now, cost, Take)
-		s, _ = decide(s, p, now, cost, Force)
+		s, _ = decide(s, p, now, cost, Count)
 		_, r := decide(s, p, now, 0, Take)
 		r.Allowed = verdict.Allowed
 		if r.Allowed {

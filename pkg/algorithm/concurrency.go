@@ -49,7 +49,7 @@ func concurrency(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 			retry = slots[count+n-p.Limit-1].T + p.Window - now
 		}
 	}
-	if (allowed || mode == Force) && cost > 0 {
+	if (allowed || mode != Take) && cost > 0 {
 		slots = takeSlots(slots, p.Holder, now, min(cost, p.Limit+maxDebt(p.Limit, p.Limit)-count))
 		count = int64(len(slots))
 	}

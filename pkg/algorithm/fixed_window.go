@@ -13,27 +13,49 @@ func windowStart(now, window, origin int64) int64 {
 
 // fixedWindow keeps one counter per epoch-aligned window. It admits up to
 // twice the limit across a boundary; that is its documented flaw.
+//
+// Hits a Force records past the limit (a local tier admitted them) are
+// carried into the next window (fixedWindowAt), as a late record's are
+// (fixedWindowRecord): a window repays what was admitted past it, or a
+// flood of async sidecars takes the limit and their excess again in every
+// window (1.030-1.033 of an exact limiter, issue 22). What Count records
+// past the limit (refused hits, envoyproxy/ratelimit's counting) is not
+// kept: it changes no answer in its window, and the reference starts every
+// window afresh.
 func fixedWindow(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	start, count, prev := fixedWindowAt(s, p, now)
 	n := need(cost)
 	allowed := count+n <= p.Limit
-	if allowed || mode == Force {
+	switch {
+	case allowed || mode == Force:
 		count = max(count, min(count+cost, p.Limit+maxDebt(twoLimits(p), p.Limit))) // see Decide
+	case mode == Count:
+		count = max(count, min(count+cost, p.Limit))
 	}
 	left := start + p.Window - now
 	r := Result{Allowed: allowed, Remaining: max(0, p.Limit-count)}
 	r.Left = float64(r.Remaining)
+	// What the next window starts with: it too must pass before a request
+	// that does not fit beside it.
+	carry := max(0, count-p.Limit)
 	if !allowed {
 		r.RetryAfter = left
+		if carry+n > p.Limit {
+			r.RetryAfter += p.Window
+		}
 	}
 	if count > 0 {
 		r.ResetAfter = left
+		if carry > 0 {
+			r.ResetAfter += p.Window
+		}
 	}
 	return State{Exists: true, Time: start, Count: count, PrevCount: prev}, r
 }
 
 // fixedWindowAt is s brought to now's window: its start, its count and
-// the previous window's (kept for records that arrive late, Record).
+// the previous window's (kept for records that arrive late, Record). A
+// previous window past its limit carries the excess into this one.
 func fixedWindowAt(s State, p Params, now int64) (start, count, prev int64) {
 	start = windowStart(now, p.Window, p.Origin)
 	switch {
@@ -43,7 +65,7 @@ func fixedWindowAt(s State, p Params, now int64) (start, count, prev int64) {
 		// window and its count rather than start afresh.
 		start, count, prev = s.Time, s.Count, s.PrevCount
 	case s.Time == start-p.Window:
-		prev = s.Count
+		count, prev = max(0, s.Count-p.Limit), min(s.Count, p.Limit)
 	}
 	return start, count, prev
 }

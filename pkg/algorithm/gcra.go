@@ -25,7 +25,7 @@ func gcra(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 			retry = ceilPos(allowAt - fnow)
 		}
 	}
-	if allowed || mode == Force {
+	if allowed || mode != Take {
 		// Debt stops at min(Burst, Limit) emission intervals past the
 		// tolerance, what one window refills at most (see Decide).
 		most := fnow + tolerance + float64(float64(maxDebt(burstSize(p), p.Limit))*interval)

@@ -22,7 +22,7 @@ func TestForceDebtIsBounded(t *testing.T) {
 			for range 10 {
 				s, r = Decide(s, p, t0, 1<<32, Force)
 			}
-			bound := debtBound(p, 1)
+			bound := debtBound(p, 1, true)
 			if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > bound {
 				t.Fatalf("after 10 × Force 2^32: %+v; want denied for at most %d µs", r, bound)
 			}

@@ -152,3 +152,39 @@ func TestRecordNeverExceedsForce(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedWindowRepaysForcedHits: a window of 10 a second that a
+// sidecar's records took to 13 starts the next window with the 3 it owes,
+// so the two windows admit 20, as an exact limiter would; the next
+// window's requests wait for the window after once it is spent. What
+// Count records past the limit (refused hits) is not carried: the
+// reference starts every window afresh.
+func TestFixedWindowRepaysForcedHits(t *testing.T) {
+	p := Params{Kind: FixedWindow, Limit: 10, Window: sec}
+	w0 := int64(1_780_000_000) * sec
+	for _, tt := range []struct {
+		mode Mode
+		next int // admitted in the next window
+	}{{Force, 7}, {Count, 10}} {
+		s, _ := Decide(State{}, p, w0+100_000, 10, Take)
+		s, r := Decide(s, p, w0+200_000, 3, tt.mode)
+		if r.Allowed && tt.mode == Count {
+			t.Fatalf("Count of 3 on a full window: %+v; want refused", r)
+		}
+		admitted := 0
+		for i := range 20 {
+			var r Result
+			if s, r = Decide(s, p, w0+sec+int64(i)*10_000, 1, Take); r.Allowed {
+				admitted++
+			}
+		}
+		if admitted != tt.next {
+			t.Errorf("mode %d: the next window admitted %d; want %d", tt.mode, admitted, tt.next)
+		}
+	}
+	// Spent past the next window: a request waits for the window after.
+	s, _ := Decide(State{}, p, w0, 19, Force)
+	if _, r := Decide(s, p, w0+500_000, 2, Take); r.RetryAfter != 1_500_000 {
+		t.Errorf("9 of the next window's 10 owed, a request of 2: retry after %d µs; want 1.5 s (this window's end and the next)", r.RetryAfter)
+	}
+}

@@ -46,8 +46,16 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	if !allowed {
 		retry = logWait(log, debt, p, now, n)
 	}
-	if (allowed || mode == Force) && cost > 0 {
+	switch {
+	case cost == 0:
+	case allowed || mode == Force:
 		log, debt = logAdd(log, debt, p, now, cost)
+	case mode == Count:
+		// Refused hits counted (envoyproxy/ratelimit's counting): at now,
+		// within the cap, never as debt, which would hold the key longer.
+		if add := min(cost, max(0, p.Limit+maxDebt(limitSize(p), p.Limit)-logUnits(log)-debt)); add > 0 {
+			log = appendRun(log, now, add)
+		}
 	}
 	return logState(log, debt), logResult(log, debt, p, now, allowed, retry)
 }

@@ -35,7 +35,7 @@ func slidingWindow(s State, p Params, now, cost int64, mode Mode) (State, Result
 			retry = left + ceilPos(w-float64(p.Limit-n)*w/float64(curr))
 		}
 	}
-	if allowed || mode == Force {
+	if allowed || mode != Take {
 		// Debt: the current window holds at most Limit (see Decide). What
 		// it holds weighs on the whole next window, so a count of 2 × Limit
 		// would hold the key back for up to one and a half windows.

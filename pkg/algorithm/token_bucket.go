@@ -28,7 +28,7 @@ func tokenBucket(s State, p Params, now, cost int64, mode Mode) (State, Result) 
 			retry = ceilPos((n - tokens) / rate)
 		}
 	}
-	if allowed || mode == Force {
+	if allowed || mode != Take {
 		// Debt stops at min(Burst, Limit) tokens below empty, what one
 		// window refills at most (see Decide); never raise tokens, though,
 		// should an earlier, larger burst have left more.

@@ -151,7 +151,8 @@ local function decide(st, p, now, cost, force, count, giveback)
     if force and a.record and age > 0 and cost > 0 then
       st = a.record(st, p, now, now - age, cost)
     else
-      st = a.decide(st, p, now, cost, true)
+      -- force: true for a force, 'count' for count's hits (algorithm.Count)
+      st = a.decide(st, p, now, cost, force or 'count')
     end
     local _, r = a.decide(st, p, now, 0, false)
     if count then

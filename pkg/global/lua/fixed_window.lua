@@ -12,7 +12,8 @@ local function at(st, p, now)
     if st.t >= start then
       start, count, prev = st.t, st.a, st.b or p.limit
     elseif st.t == start - p.window then
-      prev = st.a
+      -- the previous window's excess carried into this one
+      count, prev = math.max(0, st.a - p.limit), math.min(st.a, p.limit)
     end
   end
   return start, count, prev
@@ -22,13 +23,25 @@ function fixed_window.decide(st, p, now, cost, force)
   local start, count, prev = at(st, p, now)
   local n = need(cost)
   local allowed = count + n <= p.limit
-  -- debt: limit past the limit (algorithm.maxDebt; see algorithm.Decide)
-  if allowed or force then count = math.max(count, math.min(count + cost, 2 * p.limit)) end
+  -- debt: limit past the limit (algorithm.maxDebt; see algorithm.Decide);
+  -- count's refused hits only up to the limit, never carried
+  if allowed or force == true then
+    count = math.max(count, math.min(count + cost, 2 * p.limit))
+  elseif force == 'count' then
+    count = math.max(count, math.min(count + cost, p.limit))
+  end
   local left = start + p.window - now
   local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
   r.left = r.remaining
-  if not allowed then r.retry = left end
-  if count > 0 then r.reset = left end
+  local carry = math.max(0, count - p.limit) -- what the next window starts with
+  if not allowed then
+    r.retry = left
+    if carry + n > p.limit then r.retry = left + p.window end
+  end
+  if count > 0 then
+    r.reset = left
+    if carry > 0 then r.reset = left + p.window end
+  end
   return { exists = true, t = start, a = count, b = prev }, r
 end
 

@@ -200,7 +200,13 @@ function sliding_log.decide(st, p, now, cost, force)
   local allowed = log_units(nst) + nst.debt + n <= p.limit
   local retry = 0
   if not allowed then retry = wait(nst, p, now, n) end
-  if (allowed or force) and cost > 0 then add(nst, p, now, cost) end
+  if cost > 0 and (allowed or force == true) then
+    add(nst, p, now, cost)
+  elseif cost > 0 and force == 'count' then
+    -- count's refused hits: at now within the cap, never as debt
+    local fit = math.min(cost, math.max(0, 2 * p.limit - log_units(nst) - nst.debt))
+    if fit > 0 then append_run(nst, now, fit) end
+  end
   nst.exists = log_units(nst) > 0
   return nst, result(nst, p, now, allowed, retry)
 end
