@@ -130,7 +130,8 @@ const (
 	// go into debt: used to record hits that a local tier already admitted.
 	// The debt is capped at min(capacity, Limit) units, one window's refill
 	// (see Decide), so however large the cost, the key admits again within
-	// Window + ⌈Window/Limit⌉ µs. The Result then describes the key as the
+	// Window + ⌈Window/Limit⌉ µs (two windows for fixed_window and
+	// sliding_log, which repay it: in the next window, or as room appears). The Result then describes the key as the
 	// next request finds it, as a zero-cost check right after recording
 	// would: Allowed iff one more unit fits, RetryAfter until it does.
 	Force
@@ -211,7 +212,10 @@ type State struct {
 // Force and Count record at most one window's refill of debt, or one
 // capacity where that is less: min(Burst, Limit) units below an empty
 // bucket for token_bucket and gcra; Limit units past the limit for
-// fixed_window and sliding_log (usage up to 2 × Limit); for
+// fixed_window and sliding_log (usage up to 2 × Limit; what Count records
+// past the limit, refused hits, is never carried into the next window nor
+// made a log's debt: the reference counts them, and starts every window
+// afresh); for
 // sliding_window a current window of at most Limit units (its estimate
 // then exceeds Limit by at most the previous window's weight, itself at
 // most Limit). They drop the rest, so what one caller records, and the
@@ -220,9 +224,11 @@ type State struct {
 // is at most Window + ⌈Window/Limit⌉ µs (one window, plus the refill of
 // the one unit it answers for), and a request of cost c ≤ MaxCost that
 // follows waits at most Window + ⌈c × Window/Limit⌉ µs, each within 1 µs
-// of floating-point rounding; for sliding_log, whose debt enters the log
-// as room appears and then counts a window as any unit does, both at most
-// 2 × Window. Every duration in a Result is at most MaxDuration.
+// of floating-point rounding; after a Force on a fixed_window, which
+// carries what is past its limit into the next window, or a sliding_log,
+// whose debt enters the log as room appears and then counts a window as
+// any unit does, both at most 2 × Window. Every duration in a Result is
+// at most MaxDuration.
 func Decide(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 	switch mode {
 	case Force:
