@@ -9,10 +9,10 @@ import (
 // TestGainMakesUpForWaste: ten Envoys asking 1.5 times a limit of 100 a
 // second and admitting 80 of the 100 they are handed: the gain rises, in
 // steps of at least gainStep, until their shares would admit the rate,
-// never past gainMax; once they admit what they are handed it holds; when
-// they ask for less than the limit it falls back to 1; and a jump in
-// their demand takes it back to 1 at once (a flood on grown shares would
-// admit gainMax times the limit).
+// never past gainMax, and their shares are the rate's tenth times it; a
+// jump in their demand takes it back to 1 at once (a flood on grown
+// shares would admit gainMax times the limit); and when they ask for
+// less than the limit it stays 1.
 func TestGainMakesUpForWaste(t *testing.T) {
 	f := newFleet(10)
 	lim := shape{rate: 100, burst: 100}
