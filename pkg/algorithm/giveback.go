@@ -76,11 +76,7 @@ func slidingWindowGiveBack(s State, p Params, now, cost int64) (State, float64) 
 // order). It never writes to an element of s.Log.
 func slidingLogGiveBack(s State, p Params, now, cost int64) (State, float64) {
 	asked := cost
-	log, debt := splitDebt(s.Log)
-	if k := len(log); k > 0 && log[k-1].T > now {
-		now = log[k-1].T // the clock went back, as in slidingLog
-	}
-	log, debt = slide(log, debt, p, now)
+	log, debt, _ := logAt(s, p, now)
 	given := min(cost, debt)
 	debt -= given
 	cost -= given

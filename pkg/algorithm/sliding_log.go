@@ -35,11 +35,7 @@ type Run struct {
 // fits below that and drops the rest, which bounds a key's memory and the
 // wait it imposes whatever cost a caller sends.
 func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
-	log, debt := splitDebt(s.Log)
-	if k := len(log); k > 0 && log[k-1].T > now {
-		now = log[k-1].T // the clock went back: judge at the newest hit
-	}
-	log, debt = slide(log, debt, p, now)
+	log, debt, now := logAt(s, p, now)
 	n := need(cost)
 	allowed := logUnits(log)+debt+n <= p.Limit
 	var retry int64
@@ -58,6 +54,18 @@ func slidingLog(s State, p Params, now, cost int64, mode Mode) (State, Result) {
 		}
 	}
 	return logState(log, debt), logResult(log, debt, p, now, allowed, retry)
+}
+
+// logAt is s's runs and debt at now, and now: taken to the newest run's
+// time if the clock went back (a log judges at its newest hit), the runs
+// gone by then dropped and the debt moved into the room they left (slide).
+func logAt(s State, p Params, now int64) ([]Run, int64, int64) {
+	log, debt := splitDebt(s.Log)
+	if k := len(log); k > 0 && log[k-1].T > now {
+		now = log[k-1].T
+	}
+	log, debt = slide(log, debt, p, now)
+	return log, debt, now
 }
 
 // logWait is how long a request of n units, refused, waits on log and
@@ -175,11 +183,7 @@ func logState(log []Run, debt int64) State {
 // times never decrease, and a later time only keeps the units longer):
 // what fits below the limit, the rest as debt, as a Force's.
 func slidingLogRecord(s State, p Params, now, at, cost int64) State {
-	log, debt := splitDebt(s.Log)
-	if k := len(log); k > 0 && log[k-1].T > now {
-		now = log[k-1].T // the clock went back, as in slidingLog
-	}
-	log, debt = slide(log, debt, p, now)
+	log, debt, now := logAt(s, p, now)
 	place := max(at, now-p.Window+1)
 	if k := len(log); k > 0 {
 		place = max(place, log[k-1].T)

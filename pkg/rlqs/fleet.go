@@ -126,6 +126,16 @@ func (f *fleet) observe(key string, stream uint64, n, a, secs float64, lim shape
 	return localOf(k.members, lim), k.handed, true
 }
 
+// member is key's entry and stream's member in it, each nil when absent.
+// f.mu is held.
+func (f *fleet) member(key string, stream uint64) (*fleetKey, *member) {
+	k := f.keys[key]
+	if k == nil {
+		return nil, nil
+	}
+	return k, k.members[stream]
+}
+
 // dropStale forgets the members whose demand went stale by now.
 func (k *fleetKey) dropStale(now time.Time) {
 	for id, m := range k.members {
@@ -168,12 +178,11 @@ func guessOf(k map[uint64]*member, lim shape) float64 {
 // share moved (moved, grown) is poked, outside the lock.
 func (f *fleet) share(key string, stream uint64, lim shape) Share {
 	f.mu.Lock()
-	k := f.keys[key]
-	if k == nil || k.members[stream] == nil {
+	k, me := f.member(key, stream)
+	if me == nil {
 		f.mu.Unlock()
 		return lim.fit(split(lim.rate, lim.burst, []float64{1})[0], 1)
 	}
-	me := k.members[stream]
 	poked := k.split(lim, stream)
 	sh := me.share
 	f.mu.Unlock()
@@ -265,8 +274,8 @@ func drifted(rate, sent float64) bool { return rate < sent*(1-moved) || rate > s
 func (f *fleet) sent(key string, stream uint64, rate float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if k := f.keys[key]; k != nil && k.members[stream] != nil {
-		k.members[stream].sent = rate
+	if _, m := f.member(key, stream); m != nil {
+		m.sent = rate
 	}
 }
 
@@ -274,11 +283,10 @@ func (f *fleet) sent(key string, stream uint64, rate float64) {
 func (f *fleet) shareOf(key string, stream uint64) (Share, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := f.keys[key]
-	if k == nil || k.members[stream] == nil {
-		return Share{}, false
+	if _, m := f.member(key, stream); m != nil {
+		return m.share, true
 	}
-	return k.members[stream].share, true
+	return Share{}, false
 }
 
 // leave forgets stream's demand on key (the bucket was abandoned, or the

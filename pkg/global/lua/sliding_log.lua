@@ -148,6 +148,16 @@ local function slide(st, p, now)
   st.debt = st.debt - c
 end
 
+-- advance takes now to the newest run's time if the clock went back (a
+-- log judges at its newest hit) and slides st to it; it returns that now
+-- (logAt).
+local function advance(st, p, now)
+  local last = log_end(st)
+  if last >= st.first and run_at(st, last).t > now then now = run_at(st, last).t end
+  slide(st, p, now)
+  return now
+end
+
 -- add adds cost units at t, the log's newest time or later: what fits
 -- below the limit to the log, the rest to its debt, within twice the
 -- limit (logAdd).
@@ -193,9 +203,7 @@ end
 
 function sliding_log.decide(st, p, now, cost, force)
   local nst = copy(st)
-  local last = log_end(nst)
-  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  slide(nst, p, now)
+  now = advance(nst, p, now)
   local n = need(cost)
   local allowed = log_units(nst) + nst.debt + n <= p.limit
   local retry = 0
@@ -215,11 +223,9 @@ end
 -- the newest run's if later: what fits below the limit, the rest as debt.
 function sliding_log.record(st, p, now, at, cost)
   local nst = copy(st)
-  local last = log_end(nst)
-  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  slide(nst, p, now)
+  now = advance(nst, p, now)
   local place = math.max(at, now - p.window + 1)
-  last = log_end(nst)
+  local last = log_end(nst)
   if last >= nst.first then place = math.max(place, run_at(nst, last).t) end
   add(nst, p, place, cost)
   nst.exists = log_units(nst) > 0
@@ -232,9 +238,7 @@ end
 function sliding_log.give_back(st, p, now, cost)
   local asked = cost
   local nst = copy(st)
-  local last = log_end(nst)
-  if last >= nst.first and run_at(nst, last).t > now then now = run_at(nst, last).t end
-  slide(nst, p, now)
+  now = advance(nst, p, now)
   local given = math.min(cost, nst.debt)
   nst.debt, cost = nst.debt - given, cost - given
   while cost > 0 and log_end(nst) >= nst.first do
