@@ -332,13 +332,17 @@ func TestReplicasHoldBackEachOther(t *testing.T) {
 	if g := tr.Allot("k", r, 15, lim, now.Add(iv)); g != 0 {
 		t.Errorf("15 left with the other two taken to hold 10 each: %v; want 0", g)
 	}
-	// The others are taken to hold the most it was allowed for as long as
-	// that may be spent (four intervals here), then nothing: a third.
-	if g := tr.Allot("k", r, 15, lim, now.Add(2*iv)); g != 0 {
-		t.Errorf("15 left, 20 ms after an allowance of 10: %v; want 0", g)
+	// The others are taken to hold what this one may still admit: its
+	// last answer, or what it says it holds unspent, if more.
+	held := r
+	held.Held = 10
+	if g := tr.Allot("k", held, 15, lim, now.Add(2*iv)); g != 0 {
+		t.Errorf("15 left, holding 10 unspent: %v; want 0", g)
 	}
-	if g := tr.Allot("k", r, 15, lim, now.Add(7*iv)); g != 5 {
-		t.Errorf("15 left, 70 ms after an allowance of 10 and answers of 0: %v; want 5", g)
+	// Having spent what it was given (recorded: in the pool), it takes the
+	// others to have spent theirs: a third.
+	if g := tr.Allot("k", r, 15, lim, now.Add(3*iv)); g != 5 {
+		t.Errorf("15 left, its allowances spent: %v; want 5", g)
 	}
 }
 
