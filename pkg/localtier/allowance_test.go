@@ -8,6 +8,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/pkg/algorithm"
 	"github.com/sluicehq/sluice/pkg/config"
@@ -79,6 +80,50 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 	tier.flush(nil, true)
 	if ok := admit(t, s, 15, req("bucket", "far")); ok != 15 {
 		t.Fatalf("a key far from its limit: admitted %d of 15", ok)
+	}
+}
+
+// TestAnswerWithUnitsLiftsTheFlag: a refusal while a key's allowance was
+// spent flags the key for a flush interval in the flag cache in front; an
+// answer that brings the key units is that refusal's retry time, so it
+// lifts the flag (kept, it let a sliding log's waves at 1.5× the limit in
+// late by a flush).
+func TestAnswerWithUnitsLiftsTheFlag(t *testing.T) {
+	m, err := global.NewMemory(global.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares, err := share.New(share.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustConfig(t)
+	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Shares: shares, Refunds: true})
+	clk := newClock()
+	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: share.MaxInterval, BatchSize: 1 << 20, Now: clk.Now})
+	// 17 admitted here and 3 by another client: the limit used up, with
+	// 3 left in this sidecar's local bucket.
+	if ok := admit(t, s, 17, req("bucket", "wave")); ok != 17 {
+		t.Fatalf("admitted %d of 17 from the local bucket", ok)
+	}
+	other := req("bucket", "wave")
+	other.Descriptors[0].HitsAddend = wrapperspb.UInt64(3)
+	if _, err := up.client.ShouldRateLimit(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	tier.flush(nil, true) // the 17 recorded: an allowance of 0
+	if ok := admit(t, s, 2, req("bucket", "wave")); ok != 0 {
+		t.Fatalf("with an allowance of 0: admitted %d", ok)
+	}
+	// Room again upstream (a refund here; a sliding log's units leaving).
+	back := req("bucket", "wave")
+	back.Descriptors[0].HitsAddend, back.Descriptors[0].IsNegativeHits = wrapperspb.UInt64(3), true
+	if _, err := up.client.ShouldRateLimit(context.Background(), back); err != nil {
+		t.Fatal(err)
+	}
+	tier.flush(nil, true) // the refusals' demand reported: an allowance of 3
+	if ok := admit(t, s, 5, req("bucket", "wave")); ok != 3 {
+		t.Errorf("after an answer of 3: admitted %d of 5; want 3 (the flag lifted)", ok)
 	}
 }
 

@@ -323,6 +323,13 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 		if units >= 0 {
 			t.m.allowances.Inc()
 		}
+		if units >= 1 && t.opts.Cache != nil {
+			// A refusal while the allowance was spent flagged the key
+			// for a flush interval (limiter.Service.flag); the answer
+			// that brings units is its retry time. Kept, the flags let
+			// a sliding log's waves at 1.5x the limit in a flush late.
+			t.opts.Cache.Remove(keys[i])
+		}
 		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || t.refunds.Load() != refunds || refunded[keys[i]] {
 			continue // (a refund since the call, or after it, may make it stale)
 		}
