@@ -199,26 +199,6 @@ func refused(err error) bool {
 // carries, far under gRPC's default 4 MiB message limit.
 const maxCallBytes = 1 << 20
 
-// calls splits entries into upstream calls: one domain each, at most
-// maxPerCall keys and maxCallBytes.
-func calls(entries []entry) [][]entry {
-	var out [][]entry
-	var size []int64
-	open := map[string]int{} // domain → index in out of its call being filled
-	for _, e := range entries {
-		i, ok := open[e.domain]
-		if !ok || len(out[i]) == maxPerCall || size[i]+e.size > maxCallBytes {
-			i = len(out)
-			open[e.domain] = i
-			out = append(out, make([]entry, 0, min(maxPerCall, len(entries))))
-			size = append(size, 0)
-		}
-		out[i] = append(out[i], e)
-		size[i] += e.size
-	}
-	return out
-}
-
 // cycleOf notes a flush beginning at start and returns the reporting
 // interval its reports state (pkg/share): how long the sidecar may decide
 // on one answer before the next comes. That is the flush interval, or the
@@ -324,10 +304,8 @@ func (t *Tier) sendHits(c []entry, iv time.Duration, refunds int64) error {
 			t.m.allowances.Inc()
 		}
 		if units >= 1 && t.opts.Cache != nil {
-			// A refusal while the allowance was spent flagged the key
-			// for a flush interval (limiter.Service.flag); the answer
-			// that brings units is its retry time. Kept, the flags let
-			// a sliding log's waves at 1.5x the limit in a flush late.
+			// Units: the retry time of a refusal on the spent allowance,
+			// which flagged the key for a flush interval (refuse).
 			t.opts.Cache.Remove(keys[i])
 		}
 		if units >= 0 || t.opts.Cache == nil || st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || t.refunds.Load() != refunds || refunded[keys[i]] {

@@ -58,3 +58,23 @@ func descriptorOf(e *entry, n uint64, refund bool) *ratelimitv3.RateLimitDescrip
 	}
 	return d
 }
+
+// calls splits entries into upstream calls: one domain each, at most
+// maxPerCall keys and maxCallBytes.
+func calls(entries []entry) [][]entry {
+	var out [][]entry
+	var size []int64
+	open := map[string]int{} // domain → index in out of its call being filled
+	for _, e := range entries {
+		i, ok := open[e.domain]
+		if !ok || len(out[i]) == maxPerCall || size[i]+e.size > maxCallBytes {
+			i = len(out)
+			open[e.domain] = i
+			out = append(out, make([]entry, 0, min(maxPerCall, len(entries))))
+			size = append(size, 0)
+		}
+		out[i] = append(out[i], e)
+		size[i] += e.size
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package rlqs
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// split splits lim among k's members at now, noting it as the rate handed
+// out, each share scaled by k's gain, and returns the pokes of the members
+// other than self whose new shares are to be pushed, and whether self's
+// is. A share is pushed where it moved (moved down, grown up; moved either
+// way on self's own answer) by at least pushTokens until the member's next
+// report, when its own answer carries it anyway. Where the shares left as
+// they were would admit more than moved of a report interval of the
+// split's rate until their members' next reports, the members whose excess
+// would admit the most are pushed until they do not. The fleet's mu is
+// held.
+func (k *fleetKey) split(lim shape, self uint64, now time.Time) (poked []func(string), mine bool) {
+	k.handed = lim.rate
+	guess := guessOf(k.members, lim)
+	ids, all := weights(k.members, guess)
+	type above struct {
+		m      *member
+		id     uint64
+		excess float64 // units its share in force admits over its new one until its next report
+	}
+	var (
+		target, excess float64
+		kept           []above
+	)
+	for i, sh := range split(lim.rate, lim.burst, all) {
+		id, m := ids[i], k.members[ids[i]]
+		sh = lim.fit(sh, len(all))
+		sh.Rate *= k.gain.value()
+		m.share = sh
+		target += sh.Rate
+		// Until its next report: self's answer goes now.
+		horizon, up := max(0, m.at.Add(ReportInterval).Sub(now)), grown
+		if id == self {
+			horizon, up = ReportInterval, moved
+		}
+		pushable := id == self || m.poke != nil
+		if pushable && (m.sent == 0 || worthPushing(sh.Rate, m.sent, up, horizon)) {
+			if id == self {
+				mine = true
+			} else {
+				poked = append(poked, m.poke)
+			}
+			continue
+		}
+		over := (m.sent - sh.Rate) * horizon.Seconds()
+		excess += over
+		if pushable && over > 0 {
+			kept = append(kept, above{m, id, over})
+		}
+	}
+	if budget := moved * target * ReportInterval.Seconds(); excess > budget {
+		slices.SortFunc(kept, func(a, b above) int { return cmp.Compare(b.excess, a.excess) })
+		for _, a := range kept {
+			if excess <= budget {
+				break
+			}
+			excess -= a.excess
+			if a.id == self {
+				mine = true
+			} else {
+				poked = append(poked, a.m.poke)
+			}
+		}
+	}
+	return poked, mine
+}
+
+// pushTokens is the least a push must move a share by, in tokens over
+// the time until its member's next report (whose answer carries the share
+// anyway), to be worth it: a changed bucket starts at the old one's ratio
+// of tokens rounded down (rlqs-notes §3), half a token lost on average,
+// and a hundred Envoys of a request a second, pushed every few
+// milliseconds while the first reports came in, admitted 0.39 of an exact
+// limiter over seconds 5-10 (0.906-0.911 over the first minute).
+const pushTokens = 1
+
+// worthPushing reports whether a share of rate is to be pushed over one of
+// sent with horizon left until its member's next report: it fell by more
+// than moved or rose by more than up, and by pushTokens over the horizon.
+func worthPushing(rate, sent, up float64, horizon time.Duration) bool {
+	return (rate < sent*(1-moved) || rate > sent*(1+up)) && math.Abs(rate-sent)*horizon.Seconds() >= pushTokens
+}
+
+// weights is what each member's demand weighs in the split, in the
+// order of ids: its demand (guess while unknown), drawn toward the known
+// members' mean by as much as its count's noise explains. A demand is read
+// from whole requests over a few seconds (1.5 a second over 5 s is 7.5
+// give or take 2.7), and a split by the counts alone handed a hundred
+// even Envoys shares of 0.4 to 2 a second, each wasting part of its own;
+// so a demand within shrinkNoise standard deviations of a Poisson count at
+// the mean is taken as the mean, and one further out moves toward it by
+// shrinkNoise variances over its squared distance (James-Stein's rule, on
+// the positive part). A quiet Envoy of a zipf fleet weighs a little more
+// than it asked for so (its fair part of a limit rounds down to nothing in
+// a bucket of whole tokens), a busy one as it asked.
+func weights(members map[uint64]*member, guess float64) (ids []uint64, all []float64) {
+	var mean, known float64
+	for _, m := range members {
+		if m.demand >= 0 {
+			mean += m.demand
+			known++
+		}
+	}
+	if known > 0 {
+		mean /= known
+	}
+	ids, all = make([]uint64, 0, len(members)), make([]float64, 0, len(members))
+	for id, m := range members {
+		d := m.demandOr(guess)
+		if dev := d - mean; m.demand >= 0 && m.over > 0 && known > 1 && dev != 0 {
+			v := mean / m.over // a Poisson count's variance at the mean, as a rate
+			d = mean + dev*max(0, 1-shrinkNoise*v/(dev*dev))
+		}
+		ids, all = append(ids, id), append(all, d)
+	}
+	return ids, all
+}
+
+// shrinkNoise is how many variances of a demand's count weights takes for
+// noise (weights).
+const shrinkNoise = 3
