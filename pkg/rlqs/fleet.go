@@ -32,8 +32,9 @@ type member struct {
 	demand float64 // units a second asked for; below 0: not known yet
 	// window holds its last reports' requests and the seconds they
 	// cover, the demand's base (demandReports of them).
-	window [demandReports]struct{ n, a, secs float64 }
-	used   float64 // units a second admitted, over the same reports; below 0: not known
+	window [demandReports]window
+	used   float64 // units a second admitted, over the same reports (observe); below 0: not known
+	over   float64 // the seconds demand was read over
 	next   int
 	at     time.Time
 	share  Share            // what the last split gives it
@@ -41,16 +42,22 @@ type member struct {
 	poke   func(key string) // asks its stream to push its share
 }
 
+// window is one report of a member: its requests, those allowed, the
+// seconds they cover, and whether its share was split by its demand then.
+type window struct {
+	n, a, secs float64
+	split      bool
+}
+
 // demandFresh is how long a report's demand counts: three of Envoy's
 // report intervals, so that one lost report does not drop an Envoy.
 const demandFresh = 3 * ReportInterval
 
 // moved is how far a member's share may fall below what it was last
-// pushed before it is pushed again, so that the shares in force sum to at
-// most 1 + moved times the limit; grown how far it may rise. A push costs
-// the Envoy up to a token (a changed bucket starts at the old one's
-// ratio, rounded down), so rises wait longer, at most until its own next
-// report.
+// pushed before it is pushed again, grown how far it may rise; both only
+// where the move is worth a push (push.go). The shares left as they were
+// admit at most moved of a report interval of the limit more than the
+// split until their members' next reports.
 const (
 	moved = 0.02
 	grown = 0.10
@@ -74,24 +81,33 @@ type shape struct {
 // it moves by a sixth rather than by half.
 const demandReports = 3
 
-// observe adds a report of n requests over secs seconds and returns the
-// demand they say, the requests a second of its last demandReports
-// reports (or -1 while they cover less than a second: a first report),
-// and the seconds they cover.
+// observe adds a report of n requests, a of them allowed, over secs
+// seconds and returns the demand they say, the requests a second of its
+// last demandReports reports (or -1 while they cover less than a second:
+// a first report), and the seconds they cover. What it admitted a second
+// (used) is read over those of the reports whose time it spent on a share
+// split by its demand: before, it had an equal share, and what it wasted
+// of that says nothing of its bucket (a hundred zipf Envoys from cold had
+// their gain steered to its most by their first 5 s).
 func (m *member) observe(n, a, secs float64) (float64, float64) {
-	m.window[m.next%demandReports] = struct{ n, a, secs float64 }{n, a, secs}
+	m.window[m.next%demandReports] = window{n, a, secs, m.demand >= 0}
 	m.next++
-	var sum, used, over float64
+	var sum, over, used, split float64
 	for _, w := range m.window {
 		sum += w.n
-		used += w.a
 		over += w.secs
+		if w.split {
+			used += w.a
+			split += w.secs
+		}
+	}
+	m.used = -1
+	if split >= 1 {
+		m.used = used / split
 	}
 	if over < 1 {
-		m.used = -1
 		return -1, over
 	}
-	m.used = used / over
 	return sum / over, over
 }
 
@@ -117,7 +133,7 @@ func (f *fleet) observe(key string, stream uint64, n, a, secs float64, lim shape
 		k.members[stream] = me
 	}
 	if demand, over := me.observe(n, a, secs); me.demand < 0 || demand < 0 || changed(demand, me.demand, over) {
-		me.demand = demand
+		me.demand, me.over = demand, over
 	}
 	me.at = now
 	k.lim = lim
@@ -173,47 +189,24 @@ func guessOf(k map[uint64]*member, lim shape) float64 {
 	return least
 }
 
-// share splits lim among key's members and returns stream's share (the
-// whole limit's when key is not in the fleet). Each other member whose
-// share moved (moved, grown) is poked, outside the lock.
-func (f *fleet) share(key string, stream uint64, lim shape) Share {
+// share splits lim among key's members at now and returns stream's share
+// (the whole limit's when key is not in the fleet), and whether its answer
+// is to carry it (push). The other members whose shares are to be pushed
+// are poked, outside the lock.
+func (f *fleet) share(key string, stream uint64, lim shape, now time.Time) (sh Share, mine bool) {
 	f.mu.Lock()
 	k, me := f.member(key, stream)
 	if me == nil {
 		f.mu.Unlock()
-		return lim.fit(split(lim.rate, lim.burst, []float64{1})[0], 1)
+		return lim.fit(split(lim.rate, lim.burst, []float64{1})[0], 1), true
 	}
-	poked := k.split(lim, stream)
-	sh := me.share
+	poked, mine := k.split(lim, stream, now)
+	sh = me.share
 	f.mu.Unlock()
 	for _, p := range poked {
 		p(key)
 	}
-	return sh
-}
-
-// split splits lim among k's members, noting it as the rate handed out,
-// each share scaled by k's gain, and returns the pokes of the members
-// other than self whose shares moved (moved, grown). The fleet's mu is
-// held.
-func (k *fleetKey) split(lim shape, self uint64) []func(string) {
-	k.handed = lim.rate
-	guess := guessOf(k.members, lim)
-	ids, all := make([]uint64, 0, len(k.members)), make([]float64, 0, len(k.members))
-	for id, m := range k.members {
-		ids, all = append(ids, id), append(all, m.demandOr(guess))
-	}
-	var poked []func(string)
-	for i, sh := range split(lim.rate, lim.burst, all) {
-		id, m := ids[i], k.members[ids[i]]
-		sh = lim.fit(sh, len(all))
-		sh.Rate *= k.gain.value()
-		if id != self && m.poke != nil && (sh.Rate < m.sent*(1-moved) || sh.Rate > m.sent*(1+grown)) {
-			poked = append(poked, m.poke)
-		}
-		m.share = sh
-	}
-	return poked
+	return sh, mine
 }
 
 // steady is how far a reported demand may move from the one kept before
@@ -265,10 +258,6 @@ func (lim shape) fit(sh Share, n int) Share {
 	}
 	return sh
 }
-
-// drifted reports whether a share of rate is to be pushed over one of
-// sent: it moved by more than moved either way.
-func drifted(rate, sent float64) bool { return rate < sent*(1-moved) || rate > sent*(1+moved) }
 
 // sent notes that stream pushed a share of rate on key.
 func (f *fleet) sent(key string, stream uint64, rate float64) {
@@ -334,11 +323,11 @@ func (f *fleet) served(now time.Time, list bool) []served {
 
 // resplit splits lim among key's members again and pokes every member
 // whose share moved (moved, grown): the other replicas' demand changed.
-func (f *fleet) resplit(key string, lim shape) {
+func (f *fleet) resplit(key string, lim shape, now time.Time) {
 	f.mu.Lock()
 	var poked []func(string)
 	if k := f.keys[key]; k != nil && len(k.members) > 0 {
-		poked = k.split(lim, 0) // stream ids start at 1
+		poked, _ = k.split(lim, 0, now) // stream ids start at 1
 	}
 	f.mu.Unlock()
 	for _, p := range poked {

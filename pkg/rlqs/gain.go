@@ -25,10 +25,10 @@ import (
 // shares grown 1.3 times admitted 1.08 of an exact limiter over the next
 // minute without it).
 type gain struct {
-	g      float64 // the gain in force; 0 is 1
-	want   float64 // the gain the admissions ask for; 0 is 1
-	at     time.Time
-	demand float64 // the members' demand when it was last steered
+	g    float64 // the gain in force; 0 is 1
+	want float64 // the gain the admissions ask for; 0 is 1
+	at   time.Time
+	load float64 // the members' demand over their rate when it was last steered
 }
 
 const (
@@ -71,18 +71,26 @@ func (k *fleetKey) steer(now time.Time) {
 	if all > 0 {
 		rate *= part / all
 	}
-	if rate <= 0 || part == 0 {
+	if rate <= 0 || part < all/2 {
+		// Steered on the members holding most of the shares: one
+		// Envoy's count of a few seconds says little of a fleet's waste.
 		return
 	}
-	if demand > jump*c.demand && c.g > 1 {
+	// The load: the demand of the members known against their part of
+	// the rate, which stays as it was while more of a fleet's members
+	// become known (their demand summed alone rose with each first report,
+	// read as a jump, and a hundred Envoys from cold had their gain and
+	// buckets reset in their sixth second).
+	load := demand / rate
+	if load > jump*c.load && c.g > 1 {
 		// A new demand: the waste the gain made up for is not known.
-		c.g, c.want, c.at, c.demand = 1, 1, now, demand
+		c.g, c.want, c.at, c.load = 1, 1, now, load
 		return
 	}
 	if !c.at.IsZero() && now.Sub(c.at) < ReportInterval {
 		return
 	}
-	c.at, c.demand = now, demand
+	c.at, c.load = now, load
 	want := max(c.want, 1)
 	if demand >= gainBind*rate && used > 0 {
 		want *= math.Pow(rate/used, gainBeta)

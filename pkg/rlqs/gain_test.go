@@ -23,21 +23,29 @@ func TestGainMakesUpForWaste(t *testing.T) {
 		}
 		return 1
 	}
-	// round reports every Envoy's last 5 s: asked and admitted a second
-	// each, and splits the limit again as a report does.
-	round := func(asked, admitted float64) {
+	// round reports every Envoy's last 5 s: asked for asked a second
+	// each, admitting yield of the share in force, at most what it was
+	// asked for, and splits the limit again as a report does, the answer
+	// carrying the share where the split says so.
+	round := func(asked, yield float64) {
 		now = now.Add(ReportInterval)
 		for id := range uint64(10) {
-			if _, _, ok := f.observe("k", id+1, asked*5, admitted*5, 5, lim, now, nil); !ok {
+			held := 10.0 // a first report's: the limit's tenth
+			if k := f.keys["k"]; k != nil && k.members[id+1] != nil {
+				held = k.members[id+1].sent
+			}
+			if _, _, ok := f.observe("k", id+1, asked*5, min(asked, yield*held)*5, 5, lim, now, nil); !ok {
 				t.Fatal("fleet full")
 			}
-			f.share("k", id+1, lim)
+			if sh, push := f.share("k", id+1, lim, now); push {
+				f.sent("k", id+1, sh.Rate) // as its answer carries it
+			}
 		}
 	}
 	// They admit 0.8 of their shares: 8 of 10 at a gain of 1.
 	last := 1.0
 	for i := range 12 {
-		round(15, 8*gain())
+		round(15, 0.8)
 		g := gain()
 		if g != last && math.Abs(g-last) < gainStep*last*0.999 {
 			t.Fatalf("round %d: gain moved from %.3f to %.3f; want steps of at least %.2f", i, last, g, gainStep)
@@ -55,13 +63,13 @@ func TestGainMakesUpForWaste(t *testing.T) {
 	}
 	// A jump in demand: back to 1 within the round of reports that
 	// tells it.
-	round(100, 10*gain())
+	round(100, 1)
 	if g := gain(); g != 1 {
 		t.Fatalf("after the Envoys' demand jumped sevenfold: gain %.3f; want 1", g)
 	}
 	// Asked for less than the limit: the gain stays 1.
 	for range 6 {
-		round(5, 5)
+		round(5, 1)
 	}
 	if g := gain(); g != 1 {
 		t.Errorf("asked for half the limit: gain %.3f; want 1", g)

@@ -265,21 +265,19 @@ func exactLimiter(t *testing.T, name string) func(time.Time) bool {
 	}
 }
 
-// smallCold is the least a fleet whose Envoys' shares are a request a
-// second or so admits of an exact limiter in its first minute, from cold,
-// at 1.5× offered, requests arriving at random: its first 5 s split
-// equally (no demand is known), and the gain such a fleet needs (1.3:
-// Envoy's bucket then holds the fewest tokens, minTokens, and random
-// arrivals find it empty while others find it full and lose the refill)
-// takes a few report intervals to reach (0.918-0.933 measured; the second
-// minute 0.995-1.001).
-const smallCold = 0.9
+// zipfCold is the least a zipf fleet of 100 Envoys admits of an exact
+// limiter in its first minute, from cold, at 1.5× offered: its first 5 s
+// are split equally, since no demand is known until Envoy's first
+// periodic reports, and the busiest Envoys, holding a hundredth of the
+// limit each, admit about half of it (0.937-0.956 measured over the
+// minute; the second 0.997-1.004).
+const zipfCold = 0.93
 
 // smallFair is the least part of its fair share the least served Envoy of
-// such a fleet admits: a zipf fleet's quiet Envoys, a share of 0.2 a
-// second in a bucket of 2, admit about a third of their requests where
-// their fair share is two thirds (0.28 of it measured).
-const smallFair = 0.25
+// a fleet whose Envoys' shares are a request a second or so admits: a
+// zipf fleet's quiet Envoys, drawn toward the mean (weights), admitted
+// 0.71-0.74 of theirs at 1.5× offered and 0.47-0.69 in a flood.
+const smallFair = 0.45
 
 // TestModelFleets: 10 and 100 model Envoys on one server or dealt round
 // two replicas (each told the other's demand), even and zipf demand, on a
@@ -292,9 +290,9 @@ const smallFair = 0.25
 // Envoy with demand gets at least half its fair share (the limit in
 // proportion to its demand, capped at its demand).
 //
-// Where the Envoys' shares are a request a second or so (100 Envoys on
-// 100 a second), the first minute's bound is smallCold and the fair
-// share's smallFair.
+// A zipf fleet of 100 Envoys from cold is held to zipfCold in its first
+// minute; where the Envoys' shares are a request a second or so (100
+// Envoys on 100 a second), the fair share's bound is smallFair.
 func TestModelFleets(t *testing.T) {
 	start := time.Unix(1_700_000_040, 0) // a minute's start: the window's
 	for _, replicas := range []int{1, 2} {
@@ -328,8 +326,11 @@ func TestModelFleets(t *testing.T) {
 								s.addEnvoy(load * rate * weights[i] / sum)
 							}
 							least, coldLeast, fairPart := 0.95, 0.95, 0.5
+							if dist == "zipf" && n == 100 {
+								coldLeast = zipfCold
+							}
 							if rate/float64(n) < 5 {
-								coldLeast, fairPart = smallCold, smallFair
+								fairPart = smallFair
 							}
 							ex := exactLimiter(t, limit)
 							id := map[string]string{"name": limit}
@@ -377,8 +378,8 @@ func TestModelFleets(t *testing.T) {
 // rose to make up for what random arrivals waste at 1.5× offered, flooded
 // at once (10×): the jump in demand takes their gain back to 1, and they
 // admit within 1.05 of an exact limiter over the minute (1.082 and 1.054
-// measured while it did not); a flood that falls to 1.5× admits what a
-// fleet from cold does (smallCold) while the gain rises again. A token
+// measured while it did not); a flood that falls to 1.5× admits at least
+// 0.93 of it (0.945-0.969 measured) while the gain rises again. A token
 // bucket's in make test, a fixed window's too in make soak.
 func TestModelDemandJumps(t *testing.T) {
 	start := time.Unix(1_700_000_040, 0)
@@ -403,8 +404,8 @@ func TestModelDemandJumps(t *testing.T) {
 				admitted, exact := s.run(id, time.Minute, 10*time.Millisecond, ex)
 				ratio := float64(admitted) / float64(exact)
 				t.Logf("the minute after the jump: admitted %d, exact %d: %.3f", admitted, exact, ratio)
-				if ratio > 1.05 || (loads[1] == 1.5 && ratio < smallCold) {
-					t.Errorf("admitted %.3f of exact in the minute after the jump; want at most 1.05 (and at 1.5×, at least %.2f)", ratio, smallCold)
+				if ratio > 1.05 || (loads[1] == 1.5 && ratio < 0.93) {
+					t.Errorf("admitted %.3f of exact in the minute after the jump; want at most 1.05 (and at 1.5×, at least 0.93)", ratio)
 				}
 			})
 		}

@@ -78,6 +78,6 @@ func (s *Service) resplit(ctx context.Context) {
 			}
 			i++
 		}
-		s.fleet.resplit(k.key, lim)
+		s.fleet.resplit(k.key, lim, s.opts.Now())
 	}
 }

@@ -48,11 +48,10 @@ type bucket struct {
 	// rule, where the limit is not split among the Envoys, is the blanket
 	// rule assigned instead: DENY_ALL for a limit of 0, ALLOW_ALL for a
 	// shadow-mode one (its counts still recorded); nil otherwise.
-	rule  *typev3.RateLimitStrategy
-	last  *typev3.TokenBucket
-	share float64   // the rate last assigned
-	idle  time.Time // since when it was reported without requests; zero: busy
-	seen  time.Time // its last report on this stream
+	rule *typev3.RateLimitStrategy
+	last *typev3.TokenBucket
+	idle time.Time // since when it was reported without requests; zero: busy
+	seen time.Time // its last report on this stream
 }
 
 // Bounds on what one report may carry.
@@ -174,15 +173,18 @@ func (s *Service) report(ctx context.Context, ss *stream, m *rlqsv3.RateLimitQuo
 	}
 	told := s.tell(ctx, words)
 	for _, t := range todos {
-		var sh Share
+		var (
+			sh   Share
+			push bool
+		)
 		if t.b.key != "" {
 			lim := t.lim
 			if told && t.word >= 0 {
 				lim = ours(lim, words[t.word])
 			}
-			sh = s.fleet.share(t.b.key, ss.id, lim)
+			sh, push = s.fleet.share(t.b.key, ss.id, lim, now)
 		}
-		resp.BucketAction = append(resp.BucketAction, s.assign(ss, t.b, sh, false))
+		resp.BucketAction = append(resp.BucketAction, s.assign(ss, t.b, sh, push))
 	}
 	return resp, nil
 }
@@ -279,10 +281,10 @@ func (s *Service) forget(ss *stream, b *bucket) {
 
 // assign is b's assignment: ALLOW_ALL where no limit applies, its blanket
 // rule where the limit is not split; else sh, its share of the limit
-// (fleet), as a token bucket. The last one is kept
-// while sh is within moved of it, unless forced (a poke), since a changed
-// bucket costs Envoy its tokens' ratio (rlqs-notes §3).
-func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+// (fleet), as a token bucket: sh where push (the fleet's word, or a poke)
+// or none was sent yet, else the last one again, since a changed bucket
+// costs Envoy its tokens' ratio (rlqs-notes §3).
+func (s *Service) assign(ss *stream, b *bucket, sh Share, push bool) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 	ttl := durationpb.New(s.opts.TTL)
 	action := func(st *typev3.RateLimitStrategy) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 		return &rlqsv3.RateLimitQuotaResponse_BucketAction{
@@ -300,8 +302,8 @@ func (s *Service) assign(ss *stream, b *bucket, sh Share, force bool) *rlqsv3.Ra
 		s.m.assignments.WithLabelValues(strings.ToLower(b.rule.GetBlanketRule().String())).Inc()
 		return action(b.rule)
 	}
-	if b.last == nil || force || drifted(sh.Rate, b.share) {
-		b.last, b.share = next(b.last, tokenBucket(sh)), sh.Rate
+	if b.last == nil || push {
+		b.last = next(b.last, tokenBucket(sh))
 		s.fleet.sent(b.key, ss.id, sh.Rate)
 	}
 	s.m.assignments.WithLabelValues("token_bucket").Inc()
