@@ -17,11 +17,10 @@ import (
 	"github.com/sluicehq/sluice/pkg/share"
 )
 
-// TestAsyncAllowanceBinds: on a key its upstream finds tight, an async
-// sidecar admits its allowance and refuses the rest until the next answer,
-// reporting what it was asked for; a stale allowance admits nothing; a
-// key far from its limit is decided on the local bucket as before.
-func TestAsyncAllowanceBinds(t *testing.T) {
+// sharingUpstream is an upstream on the in-memory store that hands async
+// sidecars their allowances (pkg/share) and takes refunds.
+func sharingUpstream(t *testing.T) *countingUpstream {
+	t.Helper()
 	m, err := global.NewMemory(global.MemoryOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +30,15 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := mustConfig(t)
-	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Shares: shares})
+	return serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Shares: shares, Refunds: true})
+}
+
+// TestAsyncAllowanceBinds: on a key its upstream finds tight, an async
+// sidecar admits its allowance and refuses the rest until the next answer,
+// reporting what it was asked for; a stale allowance admits nothing; a
+// key far from its limit is decided on the local bucket as before.
+func TestAsyncAllowanceBinds(t *testing.T) {
+	up := sharingUpstream(t)
 	clk := newClock()
 	reg := prometheus.NewRegistry()
 	// Flushes by hand: the interval (the most a report may give) is far
@@ -89,16 +96,7 @@ func TestAsyncAllowanceBinds(t *testing.T) {
 // lifts the flag (kept, it let a sliding log's waves at 1.5× the limit in
 // late by a flush).
 func TestAnswerWithUnitsLiftsTheFlag(t *testing.T) {
-	m, err := global.NewMemory(global.MemoryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shares, err := share.New(share.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := mustConfig(t)
-	up := serveService(t, limiter.Options{Config: func() *config.Config { return cfg }, Decider: limiter.Infallible{Store: m}, Shares: shares, Refunds: true})
+	up := sharingUpstream(t)
 	clk := newClock()
 	s, tier := sidecar(t, up, Options{Mode: Async, FlushInterval: share.MaxInterval, BatchSize: 1 << 20, Now: clk.Now})
 	// 17 admitted here and 3 by another client: the limit used up, with
