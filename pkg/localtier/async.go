@@ -69,12 +69,13 @@ func (t *Tier) flusher() {
 	// same instants on every sidecar of a fleet (their clocks as close as
 	// NTP keeps them), so that their records reach the servers together
 	// and a server's record linger (-redis-record-linger) puts them in one
-	// Redis call with a short wait.
-	select {
-	case <-time.After(time.Until(nextTick(time.Now(), t.opts.FlushInterval))):
-	case <-t.stop:
-	}
-	tick := time.NewTicker(t.opts.FlushInterval)
+	// Redis call with a short wait. Each is timed to its own multiple: a
+	// ticker keeps the phase of its first tick, and a sidecar woken a few
+	// milliseconds late for it at its start flushed that late all its
+	// life, past the linger (three async sidecars at 1.5x the limit: 0.059
+	// to 0.064 Redis round trips a request in a few runs, 0.034 otherwise).
+	next := nextTick(time.Now(), t.opts.FlushInterval)
+	tick := time.NewTimer(time.Until(next))
 	defer tick.Stop()
 	// Once a second, the local buckets that are full again go: they are
 	// what a new key would be, and a flood's keys should not keep memory.
@@ -94,10 +95,12 @@ func (t *Tier) flusher() {
 				t.m.dropped.Add(float64(e.n))
 			}
 			return
-		case at := <-tick.C:
-			t.m.lag.Observe(time.Since(at).Seconds())
+		case <-tick.C:
+			t.m.lag.Observe(time.Since(next).Seconds())
 			// The tick the flush belongs to, however late it runs.
-			t.tick.Store(at.UnixNano() / int64(t.opts.FlushInterval))
+			t.tick.Store(next.UnixNano() / int64(t.opts.FlushInterval))
+			next = nextTick(time.Now(), t.opts.FlushInterval)
+			tick.Reset(time.Until(next))
 		case <-t.kick:
 			t.tick.Store(time.Now().UnixNano() / int64(t.opts.FlushInterval))
 		}
