@@ -175,8 +175,8 @@ func (t *Tracker) AllotHold(key string, r Report, pool float64, lim Limit, now t
 				// that is recorded, so in the pool, and on a sliding log
 				// at 1.5x the limit, whose freed units come in small
 				// grants with now and then a larger one, that peak held
-				// three cached servers back a sixth of each wave's first
-				// 100 ms (0.969-0.979 of exact; 0.986-0.988 without).
+				// three cached servers back in each wave (0.969-0.979 of
+				// exact; 0.985-0.988 without).
 				if at-x.at < x.spendable() {
 					holds = x.granted
 				}
