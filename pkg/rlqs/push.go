@@ -50,10 +50,10 @@ func (k *fleetKey) split(lim shape, self uint64, now time.Time) (poked []func(st
 			}
 			continue
 		}
-		over := (m.sent - sh.Rate) * horizon.Seconds()
-		excess += over
-		if pushable && over > 0 {
-			kept = append(kept, above{m, id, over})
+		extra := (m.sent - sh.Rate) * horizon.Seconds() // units, not m.over's seconds
+		excess += extra
+		if pushable && extra > 0 {
+			kept = append(kept, above{m, id, extra})
 		}
 	}
 	if budget := moved * target * ReportInterval.Seconds(); excess > budget {
