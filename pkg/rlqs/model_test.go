@@ -269,15 +269,11 @@ func exactLimiter(t *testing.T, name string) func(time.Time) bool {
 // limiter in its first minute, from cold, at 1.5× offered: its first 5 s
 // are split equally, since no demand is known until Envoy's first
 // periodic reports, and the busiest Envoys, holding a hundredth of the
-// limit each, admit about half of it (0.937-0.956 measured over the
-// minute; the second 0.997-1.004).
-const zipfCold = 0.93
-
-// smallFair is the least part of its fair share the least served Envoy of
-// a fleet whose Envoys' shares are a request a second or so admits: a
-// zipf fleet's quiet Envoys, drawn toward the mean (weights), admitted
-// 0.71-0.74 of theirs at 1.5× offered and 0.47-0.69 in a flood.
-const smallFair = 0.45
+// limit each, admit about half of it (0.943-0.968 measured over the
+// minute, a limit of 1,000 a second on one server the least: 55 % of the
+// exact limiter's admissions in seconds 0-4, 97-101 % after; the second
+// minute 0.990-1.008).
+const zipfCold = 0.94
 
 // TestModelFleets: 10 and 100 model Envoys on one server or dealt round
 // two replicas (each told the other's demand), even and zipf demand, on a
@@ -291,8 +287,7 @@ const smallFair = 0.45
 // proportion to its demand, capped at its demand).
 //
 // A zipf fleet of 100 Envoys from cold is held to zipfCold in its first
-// minute; where the Envoys' shares are a request a second or so (100
-// Envoys on 100 a second), the fair share's bound is smallFair.
+// minute.
 func TestModelFleets(t *testing.T) {
 	start := time.Unix(1_700_000_040, 0) // a minute's start: the window's
 	for _, replicas := range []int{1, 2} {
@@ -325,12 +320,9 @@ func TestModelFleets(t *testing.T) {
 							for i := range n {
 								s.addEnvoy(load * rate * weights[i] / sum)
 							}
-							least, coldLeast, fairPart := 0.95, 0.95, 0.5
+							least, coldLeast := 0.95, 0.95
 							if dist == "zipf" && n == 100 {
 								coldLeast = zipfCold
-							}
-							if rate/float64(n) < 5 {
-								fairPart = smallFair
 							}
 							ex := exactLimiter(t, limit)
 							id := map[string]string{"name": limit}
@@ -361,8 +353,8 @@ func TestModelFleets(t *testing.T) {
 									continue
 								}
 								worst = min(worst, float64(e.admitted)/fair)
-								if float64(e.admitted) < fair*fairPart {
-									t.Errorf("envoy %d: admitted %d of %d asked; want at least %.2f of its fair share %.0f", i, e.admitted, e.asked, fairPart, fair)
+								if float64(e.admitted) < fair/2 {
+									t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, e.admitted, e.asked, fair)
 								}
 							}
 							t.Logf("the least served Envoy admitted %.2f of its fair share", worst)

@@ -42,7 +42,7 @@ func (k *fleetKey) split(lim shape, self uint64, now time.Time) (poked []func(st
 			horizon, up = ReportInterval, moved
 		}
 		pushable := id == self || m.poke != nil
-		if pushable && (m.sent == 0 || worthPushing(sh.Rate, m.sent, up, horizon)) {
+		if pushable && (m.sent == 0 || worthPushing(sh.Rate, m.sent, up, horizon) || id == self && math.Abs(sh.Rate-m.sent) > astray*m.sent) {
 			if id == self {
 				mine = true
 			} else {
@@ -82,6 +82,14 @@ func (k *fleetKey) split(lim shape, self uint64, now time.Time) (poked []func(st
 // limiter over seconds 5-10 (0.906-0.911 over the first minute).
 const pushTokens = 1
 
+// astray is how far, as a part of it, a member's share may be from the
+// one in force before its own answer carries it, however few tokens it
+// moves until the next report: a quiet Envoy's share moves less than a
+// token a report interval, and the next report's answer would judge it
+// so again, leaving it in force for good (0.05 a second where its demand
+// said 0.14 for 20 s: 1 of 6 requests admitted).
+const astray = 0.25
+
 // worthPushing reports whether a share of rate is to be pushed over one of
 // sent with horizon left until its member's next report: it fell by more
 // than moved or rose by more than up, and by pushTokens over the horizon.
@@ -90,21 +98,27 @@ func worthPushing(rate, sent, up float64, horizon time.Duration) bool {
 }
 
 // weights is what each member's demand weighs in the split, in the
-// order of ids: its demand (guess while unknown), drawn toward the known
-// members' mean by as much as its count's noise explains. A demand is read
-// from whole requests over a few seconds (1.5 a second over 5 s is 7.5
-// give or take 2.7), and a split by the counts alone handed a hundred
-// even Envoys shares of 0.4 to 2 a second, each wasting part of its own;
-// so a demand within shrinkNoise standard deviations of a Poisson count at
-// the mean is taken as the mean, and one further out moves toward it by
-// shrinkNoise variances over its squared distance (James-Stein's rule, on
-// the positive part). A quiet Envoy of a zipf fleet weighs a little more
-// than it asked for so (its fair part of a limit rounds down to nothing in
-// a bucket of whole tokens), a busy one as it asked.
+// order of ids: its demand (guess while unknown) as the fleet's demands
+// and its count's noise say it is. A demand is read from whole requests
+// over a few seconds (1.5 a second over 5 s is 7.5 give or take 2.7): a
+// split by the counts alone handed a hundred even Envoys shares of 0.4 to
+// 2 a second, each wasting part of its own. So each known demand is drawn
+// toward the known ones' mean by the part of its deviation that a
+// Poisson count's noise explains: against how far the demands truly
+// spread (the empirical Bayes rule of a Poisson count under a gamma
+// prior, its moments the fleet's), or, for a deviation past shrinkNoise
+// variances, by those over its square (James-Stein's), whichever is less.
+// An even fleet's demands all weigh the mean; a zipf fleet's spread far
+// more than their noise, and keep their own (drawn to the mean by
+// James-Stein's alone, its quiet Envoys were handed what its busy ones
+// lacked: 0.937-0.945 of an exact limiter in the first minute). A
+// quiet Envoy still reporting weighs at least a request more than it
+// counted (Laplace's rule), up to the mean: its fair part of a limit
+// would round down to nothing in a bucket of whole tokens.
 func weights(members map[uint64]*member, guess float64) (ids []uint64, all []float64) {
-	var mean, known float64
+	var known, mean, noise, ss float64
 	for _, m := range members {
-		if m.demand >= 0 {
+		if m.demand >= 0 && m.over > 0 {
 			mean += m.demand
 			known++
 		}
@@ -112,18 +126,33 @@ func weights(members map[uint64]*member, guess float64) (ids []uint64, all []flo
 	if known > 0 {
 		mean /= known
 	}
+	for _, m := range members {
+		if m.demand >= 0 && m.over > 0 {
+			dev := m.demand - mean
+			ss += dev * dev
+			noise += mean / m.over // a Poisson count's variance at the mean, as a rate
+		}
+	}
+	spread := 0.0 // the demands' own variance, their counts' noise taken out
+	if known > 1 {
+		spread = max(0, ss/(known-1)-noise/known)
+	}
 	ids, all = make([]uint64, 0, len(members)), make([]float64, 0, len(members))
 	for id, m := range members {
 		d := m.demandOr(guess)
 		if dev := d - mean; m.demand >= 0 && m.over > 0 && known > 1 && dev != 0 {
-			v := mean / m.over // a Poisson count's variance at the mean, as a rate
-			d = mean + dev*max(0, 1-shrinkNoise*v/(dev*dev))
+			v := mean / m.over                              // a Poisson count's variance at the mean, as a rate
+			b := min(v/(spread+v), shrinkNoise*v/(dev*dev)) // the part of dev taken for noise
+			d = mean + dev*max(0, 1-b)
+			d = max(d, min(mean, m.demand+1/m.over))
 		}
 		ids, all = append(ids, id), append(all, d)
 	}
 	return ids, all
 }
 
-// shrinkNoise is how many variances of a demand's count weights takes for
-// noise (weights).
+// shrinkNoise is how many variances of its count a member's deviation
+// from the mean must pass to keep part of it, however little the fleet's
+// demands spread (weights): one Envoy of ten whose demand doubled is not
+// noise, though its one deviation barely moves the ten's variance.
 const shrinkNoise = 3

@@ -99,6 +99,41 @@ func TestWeightsDrawNoiseToTheMean(t *testing.T) {
 			}
 		}
 	}
+	// Twenty zipf Envoys' demands over 15 s spread far past their counts'
+	// noise: each keeps its own, a quiet one's at most a request more than
+	// it counted (drawn to the mean, the quiet ones weighed what the busy
+	// ones lacked).
+	zipf := make(map[uint64]*member)
+	for i := range 20 {
+		rate := 35 / math.Pow(float64(i+1), 1.1)
+		zipf[uint64(i+1)] = &member{demand: math.Round(rate*15) / 15, over: 15}
+	}
+	ids, all = weights(zipf, 1)
+	for i, id := range ids {
+		if m := zipf[id]; all[i] < 0.9*m.demand || all[i] > m.demand+1/m.over+1e-9 {
+			t.Errorf("a zipf Envoy that asked for %.2f a second weighs %.2f; want %.2f to %.2f", m.demand, all[i], 0.9*m.demand, m.demand+1/m.over)
+		}
+	}
+}
+
+// TestQuietShareCarriedByItsAnswer: a quiet Envoy's share that moves by
+// less than a token a report interval, but by more than astray of the one
+// in force, goes with its own answer; left to the next report, it would be
+// judged the same way there, and stay in force for good.
+func TestQuietShareCarriedByItsAnswer(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	k := &fleetKey{members: make(map[uint64]*member)}
+	for id := range uint64(20) {
+		k.members[id+1] = &member{demand: 30, over: 15, at: now, sent: 5}
+	}
+	quiet := &member{demand: 0.4, over: 15, at: now, sent: 0.05}
+	k.members[100] = quiet
+	lim := shape{rate: 100, burst: 100}
+	_, mine := k.split(lim, 100, now)
+	if moved := (quiet.share.Rate - quiet.sent) * ReportInterval.Seconds(); !mine || moved >= pushTokens {
+		t.Errorf("a quiet Envoy's share went from %.3f to %.3f a second (%.2f tokens a report interval), carried by its answer: %v; want under a token, carried",
+			quiet.sent, quiet.share.Rate, moved, mine)
+	}
 }
 
 // TestPushesHoldTheSum: moves too small to push one by one (a hundred
