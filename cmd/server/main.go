@@ -43,6 +43,7 @@ type options struct {
 	redisPool     int
 	writers       int
 	recordLinger  time.Duration
+	stateFormat   string
 	failureMode   string
 	storeTimeout  time.Duration
 	maxWait       time.Duration
@@ -76,6 +77,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
 	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "pipelines in flight at once; concurrent decisions are coalesced into them")
+	fs.StringVar(&o.stateFormat, "redis-state-format", "text", "how the algorithms' states are stored in Redis: text, or packed (0.7 µs less of Redis's time a decision); every server reads both: switch to packed once every server on the Redis is of a version that reads it")
 	fs.DurationVar(&o.recordLinger, "redis-record-linger", global.DefaultRecordLinger, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", global.DefaultTimeout, "how long Redis may leave a reply overdue, answering nothing else, before it is taken as not answering (this process being slow does not count); keep it under Envoy's filter timeout (20ms by default)")
@@ -163,6 +165,9 @@ func (o *options) validate() error {
 	}
 	if o.memoryKeys <= 0 || o.memoryBytes <= 0 || o.redisPool <= 0 || o.writers <= 0 || o.breaker.Cooldown <= 0 {
 		errs = append(errs, errors.New("-memory-max-keys, -memory-max-bytes, -redis-pool-size, -redis-pipelines and -breaker-cooldown must be positive"))
+	}
+	if o.stateFormat != "text" && o.stateFormat != "packed" {
+		errs = append(errs, fmt.Errorf("-redis-state-format %q: want text or packed", o.stateFormat))
 	}
 	if o.recordLinger < 0 || o.recordLinger > maxRecordLinger {
 		errs = append(errs, fmt.Errorf("-redis-record-linger %v: want 0 to %v", o.recordLinger, maxRecordLinger))

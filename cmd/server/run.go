@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	sopts.StoreTimeout, sopts.RedisPipelines, sopts.RecordLinger, sopts.FailureMode = o.storeTimeout, o.writers, o.recordLinger, mode
+	sopts.PackedState = o.stateFormat == "packed"
 	sopts.LocalShare, sopts.MaxWait, sopts.Breaker, sopts.MemoryKeys, sopts.MemoryBytes = o.localShare, o.maxWait, o.breaker, o.memoryKeys, o.memoryBytes
 	if client != nil {
 		defer client.Close()

@@ -207,6 +207,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-config", cfg, "-local-share", "2"}, nil, "-local-share"},
 		{[]string{"-config", cfg, "-redis-mode", "cached"}, nil, "needs a Redis"},
 		{[]string{"-config", cfg, "-redis-mode", "lazy"}, nil, "want direct or cached"},
+		{[]string{"-config", cfg, "-redis-state-format", "binary"}, nil, "want text or packed"},
 		{[]string{"-config", cfg, "-redis-url", "redis://x", "-redis-mode", "cached", "-failure-mode", "allow"}, nil, "-failure-mode does not apply"},
 		{[]string{"-config", cfg, "-redis-url", "redis://x", "-redis-mode", "cached", "-flush-interval", "0s"}, nil, "-flush-interval"},
 		{[]string{"-config", cfg, "-log-format", "xml"}, nil, "-log-format"},

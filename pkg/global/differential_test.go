@@ -31,11 +31,18 @@ func TestDifferentialMemoryVsLua(t *testing.T) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	for _, scripts := range []bool{false, true} {
-		rs, err := NewRedis(RedisOptions{Client: client, InjectTime: true, Timeout: 5e9, ScriptsOnly: scripts})
-		if err != nil {
-			t.Fatal(err)
+		// Two servers on the Redis, one storing states as text and one
+		// packed, each step decided by either: a rolling switch of
+		// -redis-state-format, both ways, at every step.
+		var rs []*Redis
+		for _, packed := range []bool{false, true} {
+			r, err := NewRedis(RedisOptions{Client: client, InjectTime: true, Timeout: 5e9, ScriptsOnly: scripts, PackedState: packed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			rs = append(rs, r)
 		}
-		t.Cleanup(func() { rs.Close() })
 		for _, backward := range []bool{false, true} {
 			for _, kind := range algorithm.Kinds() {
 				name := kind.String() + "/forward"
@@ -51,7 +58,7 @@ func TestDifferentialMemoryVsLua(t *testing.T) {
 	}
 }
 
-func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.Kind, backward bool) {
+func differential(t *testing.T, ctx context.Context, stores []*Redis, kind algorithm.Kind, backward bool) {
 	mem, err := NewMemory(MemoryOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +152,7 @@ func differential(t *testing.T, ctx context.Context, rs *Redis, kind algorithm.K
 		if err := mem.DecideAt(items, want, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.DecideAt(ctx, items, got, now); err != nil {
+		if err := stores[rng.IntN(len(stores))].DecideAt(ctx, items, got, now); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		for i := range items {
@@ -364,7 +371,12 @@ func (g *goStates) decide(items []Item, now int64) []Result {
 // Cluster slots would be, then every key checked on both sides.
 func TestDifferentialRefund(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := newRedisStore(t, RedisOptions{Client: srv.Client(t), InjectTime: true})
+	// A server storing states as text and one packed, each step's take and
+	// refund by either: a refund rewrites a state as it found it.
+	stores := []*Redis{
+		newRedisStore(t, RedisOptions{Client: srv.Client(t), InjectTime: true}),
+		newRedisStore(t, RedisOptions{Client: srv.Client(t), InjectTime: true, PackedState: true}),
+	}
 	ctx := context.Background()
 	for _, kind := range algorithm.Kinds() {
 		t.Run(kind.String(), func(t *testing.T) {
@@ -396,6 +408,7 @@ func TestDifferentialRefund(t *testing.T) {
 				}
 				got := make([]Result, len(items))
 				began := time.Now()
+				rs := stores[rng.IntN(len(stores))]
 				taken, err := rs.decideGroup(ctx, items, got, now, time.Time{})
 				if err != nil {
 					t.Fatal(err)
@@ -407,7 +420,7 @@ func TestDifferentialRefund(t *testing.T) {
 							g.m[it.Key] = algorithm.Refund(g.state(it.Key, now), it.Params, now, it.Cost)
 						}
 					}
-					if err := rs.refundGroup(ctx, items, got, taken, time.Time{}); err != nil {
+					if err := stores[rng.IntN(len(stores))].refundGroup(ctx, items, got, taken, time.Time{}); err != nil {
 						t.Fatal(err)
 					}
 					refunds++

@@ -28,11 +28,12 @@ const (
 	flagCount    = 4
 	flagGiveBack = 8
 	flagHolder   = 16
+	flagPacked   = 32 // store the item's state packed (RedisOptions.PackedState)
 )
 
 // appendRequest packs one request of items at now (µs; negative for the
-// store's clock).
-func appendRequest(b []byte, items []Item, now int64) []byte {
+// store's clock); packed asks the script to store their states packed.
+func appendRequest(b []byte, items []Item, now int64, packed bool) []byte {
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(now)))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(items))) // at most maxItems
 	for i := range items {
@@ -51,6 +52,9 @@ func appendRequest(b []byte, items []Item, now int64) []byte {
 		}
 		if carriesHolder(it) {
 			flags |= flagHolder
+		}
+		if packed {
+			flags |= flagPacked
 		}
 		b = append(b, byte(it.Params.Kind), flags)
 		for _, v := range [...]int64{it.Params.Limit, it.Params.Window, it.Params.Burst, it.Cost, it.Params.Origin, it.Age} {

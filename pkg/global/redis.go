@@ -63,6 +63,14 @@ type RedisOptions struct {
 	// path, and decisions never wait behind them. 0: records go with the
 	// decisions. The daemons' default is DefaultRecordLinger.
 	RecordLinger time.Duration
+	// PackedState stores the algorithms' states packed (a version byte
+	// and a little-endian double a field) rather than as text: Redis
+	// spends 0.7 µs less a decision formatting them, and less reading
+	// them. Every server since it was introduced reads both, and rewrites
+	// a state as it is told; a server of an earlier version would misread
+	// a packed one, so turn it on once no such server uses the Redis
+	// (the daemons' -redis-state-format).
+	PackedState bool
 	// InjectTime makes the scripts use the `now` given to DecideAt
 	// instead of the store's TIME. Tests only: production must use one
 	// clock for every server.
@@ -351,7 +359,7 @@ func (r *Redis) decideCall(items []Item, now int64) *call {
 	if !r.opts.InjectTime {
 		now = -1 // the store's clock
 	}
-	c.blob = appendRequest(c.blob[:0], items, now)
+	c.blob = appendRequest(c.blob[:0], items, now, r.opts.PackedState)
 	c.holders = appendHolders(c.holders[:0], items)
 	return c
 }

@@ -28,7 +28,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 			defer client.Close()
 			hook := &countingHook{}
 			client.AddHook(hook)
-			rs, _ := benchStore(b, client)
+			rs, _ := benchStore(b, client, false)
 			prefix := redistest.Prefix(b)
 			keys := make([]string, 10_000)
 			for i := range keys {
@@ -77,29 +77,31 @@ func BenchmarkDecideScript(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, kind := range algorithm.Kinds() {
 		for _, n := range []int{1, 16} {
-			b.Run(fmt.Sprintf("kind=%s/items=%d", kind, n), func(b *testing.B) {
-				rs, client := benchStore(b, srv.Client(b))
-				p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
-				prefix := redistest.Prefix(b)
-				keys := make([]string, 160)
-				for i := range keys {
-					keys[i] = Key(prefix, fmt.Sprint(i))
-				}
-				items, out := make([]Item, n), make([]Result, n)
-				client.ConfigResetStat(context.Background())
-				b.ResetTimer()
-				for i := range b.N {
-					for j := range items {
-						items[j] = Item{Key: keys[(i*n+j)%len(keys)], Params: p, Cost: 1}
-						items[j].Params.Holder = strconv.Itoa(i*n + j) // a concurrency limit's: each request's own
+			for _, packed := range []bool{false, true} {
+				b.Run(fmt.Sprintf("kind=%s/items=%d/packed=%v", kind, n, packed), func(b *testing.B) {
+					rs, client := benchStore(b, srv.Client(b), packed)
+					p := algorithm.Params{Kind: kind, Limit: 1000, Window: sec, Burst: 1000}
+					prefix := redistest.Prefix(b)
+					keys := make([]string, 160)
+					for i := range keys {
+						keys[i] = Key(prefix, fmt.Sprint(i))
 					}
-					if err := rs.Decide(context.Background(), items, out); err != nil {
-						b.Fatal(err)
+					items, out := make([]Item, n), make([]Result, n)
+					client.ConfigResetStat(context.Background())
+					b.ResetTimer()
+					for i := range b.N {
+						for j := range items {
+							items[j] = Item{Key: keys[(i*n+j)%len(keys)], Params: p, Cost: 1}
+							items[j].Params.Holder = strconv.Itoa(i*n + j) // a concurrency limit's: each request's own
+						}
+						if err := rs.Decide(context.Background(), items, out); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				b.StopTimer()
-				b.ReportMetric(scriptUsec(b, client)/float64(b.N*n), "redis-µs/item")
-			})
+					b.StopTimer()
+					b.ReportMetric(scriptUsec(b, client)/float64(b.N*n), "redis-µs/item")
+				})
+			}
 		}
 	}
 }
@@ -139,15 +141,15 @@ func BenchmarkRedisRecordBatch(b *testing.B) {
 // benchRedis is a store on a fresh redis-server with its scripts loaded,
 // and the client it uses; both close when b ends.
 func benchRedis(b *testing.B) (*Redis, *redis.Client) {
-	return benchStore(b, redistest.Start(b).Client(b))
+	return benchStore(b, redistest.Start(b).Client(b), false)
 }
 
 // benchStore is a store on client with its scripts loaded; it closes when
 // b ends.
-func benchStore(b *testing.B, client *redis.Client) (*Redis, *redis.Client) {
+func benchStore(b *testing.B, client *redis.Client, packed bool) (*Redis, *redis.Client) {
 	// A generous timeout: the machine is shared, and a benchmark that fails
 	// on one slow round trip measures nothing.
-	rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second})
+	rs, err := NewRedis(RedisOptions{Client: client, Timeout: time.Second, PackedState: packed})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func (p *Parts) buildStore() error {
 	if o.Cluster {
 		p.storeName = "redis-cluster"
 	}
-	if p.redis, err = global.NewRedis(global.RedisOptions{Client: o.Redis, Cluster: o.Cluster, Timeout: o.StoreTimeout, Writers: o.RedisPipelines, RecordLinger: o.RecordLinger}); err != nil {
+	if p.redis, err = global.NewRedis(global.RedisOptions{Client: o.Redis, Cluster: o.Cluster, Timeout: o.StoreTimeout, Writers: o.RedisPipelines, RecordLinger: o.RecordLinger, PackedState: o.PackedState}); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -68,8 +68,9 @@ type Options struct {
 	// RedisPipelines are the pipelines in flight at once. Default
 	// global.DefaultWriters.
 	RedisPipelines int
-	// RecordLinger: see global.RedisOptions.
+	// RecordLinger and PackedState: see global.RedisOptions.
 	RecordLinger time.Duration
+	PackedState  bool
 	// FailureMode, LocalShare, MaxWait and Breaker: see
 	// limiter.StoreOptions. MaxWait defaults to
 	// limiter.DefaultMaxWait(StoreTimeout).

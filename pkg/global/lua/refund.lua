@@ -15,8 +15,9 @@ local function refund_state(item, taken)
   if a.refund_key then return a.refund_key(item, taken, item.cost) end
   local st = load_state(item)
   if not st.exists then return end
+  local packed = st.packed
   st = a.refund(st, item, taken, item.cost)
-  local v = encode(a, st)
+  local v = encode(a, st, packed) -- as it was stored
   redis.call('SET', item.key, v, 'KEEPTTL')
   values[item.key] = v
 end
