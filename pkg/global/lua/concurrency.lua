@@ -37,7 +37,7 @@ local NO_CUT = -1 / 0 -- -inf: no cut (no library is reachable while a function 
 local MARK, MARK_BASE = '', -4503599627370496
 
 function concurrency.load(item)
-  local card = redis.call('ZCARD', item.key)
+  local card = call('ZCARD', item.key)
   return { key = item.key, stored = { card = card, scores = {}, below = {} },
     cut = NO_CUT, gone = {}, new = {}, is_new = {}, top = 0 }
 end
@@ -47,8 +47,8 @@ end
 local function in_chunks(cmd, key, args)
   local i = 1
   while i <= #args do
-    local j = math.min(i + 999, #args)
-    redis.call(cmd, key, unpack(args, i, j))
+    local j = min(i + 999, #args)
+    call(cmd, key, unpack(args, i, j))
     i = j + 1
   end
 end
@@ -57,16 +57,16 @@ end
 local function bound(st)
   local b = st.stored.bound
   if not b then
-    local s = st.stored.card > 0 and redis.call('ZSCORE', st.key, MARK)
-    b = s and MARK_BASE - tonumber(s) or 1
+    local s = st.stored.card > 0 and call('ZSCORE', st.key, MARK)
+    b = s and MARK_BASE - tonum(s) or 1
     st.stored.bound = b
   end
   return b
 end
 
 function concurrency.store(item, st, ttl)
-  if st.cut > NO_CUT then redis.call('ZREMRANGEBYSCORE', item.key, '(' .. num(MARK_BASE), num(st.cut)) end
-  if st.top > 1 and st.top > bound(st) then redis.call('ZADD', item.key, num(MARK_BASE - st.top), MARK) end
+  if st.cut > NO_CUT then call('ZREMRANGEBYSCORE', item.key, '(' .. num(MARK_BASE), num(st.cut)) end
+  if st.top > 1 and st.top > bound(st) then call('ZADD', item.key, num(MARK_BASE - st.top), MARK) end
   local gone, add = {}, {}
   for m in pairs(st.gone) do gone[#gone + 1] = m end
   in_chunks('ZREM', item.key, gone) -- before the ZADD: a unit given back may be taken again
@@ -75,13 +75,13 @@ function concurrency.store(item, st, ttl)
     add[#add + 1] = u.m
   end
   in_chunks('ZADD', item.key, add) -- pairs: a chunk holds an even number
-  redis.call('PEXPIRE', item.key, ttl)
+  call('PEXPIRE', item.key, ttl)
 end
 
 -- member is holder's k-th unit (algorithm.SlotMember).
 local function member(holder, k)
   if k == 1 then return holder end
-  return holder .. '\0' .. string.format('%d', k)
+  return holder .. '\0' .. format('%d', k)
 end
 
 -- unit is the number of holder's unit m, or nil when m is not one of
@@ -92,10 +92,10 @@ local INT64_MAX = '9223372036854775807'
 local function unit(m, holder)
   if m == holder then return 1 end
   local n = #holder
-  if #m <= n + 1 or string.sub(m, 1, n) ~= holder or string.byte(m, n + 1) ~= 0 then return nil end
+  if #m <= n + 1 or sub(m, 1, n) ~= holder or byte(m, n + 1) ~= 0 then return nil end
   local sign, digits = string.match(m, '^([+-]?)0*(%d+)$', n + 2)
   if not digits or sign == '-' or #digits > 19 or (#digits == 19 and digits > INT64_MAX) then return nil end
-  local k = tonumber(digits)
+  local k = tonum(digits)
   if k <= 1 then return nil end
   return k
 end
@@ -115,8 +115,8 @@ end
 local function score(st, m)
   local s = st.stored.scores[m]
   if s == nil then
-    s = st.stored.card > 0 and redis.call('ZSCORE', st.key, m)
-    s = s and tonumber(s)
+    s = st.stored.card > 0 and call('ZSCORE', st.key, m)
+    s = s and tonum(s)
     st.stored.scores[m] = s
   end
   return s
@@ -134,7 +134,7 @@ local function below(st)
   if st.cut == NO_CUT then return 0 end
   local n = st.stored.below[st.cut]
   if not n then
-    n = redis.call('ZCOUNT', st.key, '-inf', num(st.cut))
+    n = call('ZCOUNT', st.key, '-inf', num(st.cut))
     st.stored.below[st.cut] = n
   end
   return n
@@ -162,9 +162,9 @@ local function newest(st)
   -- The newest stored unit not given back: among the newest #gone + 1.
   local n = 0
   for _ in pairs(st.gone) do n = n + 1 end
-  local r = redis.call('ZREVRANGE', st.key, 0, n, 'WITHSCORES')
+  local r = call('ZREVRANGE', st.key, 0, n, 'WITHSCORES')
   for i = 1, #r, 2 do
-    local t = tonumber(r[i + 1])
+    local t = tonum(r[i + 1])
     if t <= st.cut then return nil end
     if not st.gone[r[i]] then return t end
   end
@@ -176,14 +176,14 @@ local function nth(st, j)
   local stored = stored_held(st)
   if j > stored then return st.new[j - stored].t end
   local first, n = below(st), gone_count(st)
-  if n == 0 then return tonumber(redis.call('ZRANGE', st.key, first + j - 1, first + j - 1, 'WITHSCORES')[2]) end
+  if n == 0 then return tonum(call('ZRANGE', st.key, first + j - 1, first + j - 1, 'WITHSCORES')[2]) end
   -- Units given back in this request (rare with a refusal) are skipped:
   -- the j-th held is within the first j + n past the cut.
-  local r = redis.call('ZRANGE', st.key, first, first + j - 1 + n, 'WITHSCORES')
+  local r = call('ZRANGE', st.key, first, first + j - 1 + n, 'WITHSCORES')
   for i = 1, #r, 2 do
     if not st.gone[r[i]] then
       j = j - 1
-      if j == 0 then return tonumber(r[i + 1]) end
+      if j == 0 then return tonum(r[i + 1]) end
     end
   end
 end
@@ -196,7 +196,7 @@ local function live(st, p, now)
   local nst = copy(st)
   local t = newest(nst)
   if t and t > now then now = t end
-  nst.cut = math.max(nst.cut, now - p.window)
+  nst.cut = max(nst.cut, now - p.window)
   return nst, now
 end
 
@@ -209,7 +209,7 @@ local function take(st, holder, now, n)
     if not held(st, m) then
       st.new[#st.new + 1] = { m = m, t = now }
       st.is_new[m] = true
-      st.top = math.max(st.top, k)
+      st.top = max(st.top, k)
       n = n - 1
     end
     k = k + 1
@@ -232,10 +232,10 @@ function concurrency.decide(st, p, now, cost, force)
     end
   end
   if (allowed or force) and cost > 0 then
-    take(nst, p.holder, now, math.min(cost, 2 * p.limit - held_now)) -- debt cap: algorithm.maxDebt
+    take(nst, p.holder, now, min(cost, 2 * p.limit - held_now)) -- debt cap: algorithm.maxDebt
     held_now = count(nst)
   end
-  local r = { allowed = allowed, remaining = math.max(0, p.limit - held_now), retry = retry, reset = 0 }
+  local r = { allowed = allowed, remaining = max(0, p.limit - held_now), retry = retry, reset = 0 }
   r.left = r.remaining
   if held_now > 0 then r.reset = newest(nst) + p.window - now end
   nst.exists = held_now > 0
@@ -264,14 +264,14 @@ local function stored_units(st, holder)
     local seen, cursor = {}, '0'
     local pattern = string.gsub(holder, '[%*%?%[%]\\]', '\\%0') .. '*'
     repeat
-      local r = redis.call('ZSCAN', st.key, cursor, 'MATCH', pattern, 'COUNT', 1000)
+      local r = call('ZSCAN', st.key, cursor, 'MATCH', pattern, 'COUNT', 1000)
       cursor = r[1]
       for i = 1, #r[2], 2 do
         local m = r[2][i]
         local k = unit(m, holder)
         if k and not seen[m] then -- ZSCAN may return a member twice
           seen[m] = true
-          add(m, tonumber(r[2][i + 1]), k)
+          add(m, tonum(r[2][i + 1]), k)
         end
       end
     until cursor == '0'
@@ -296,7 +296,7 @@ function concurrency.give_back(st, p, now, cost)
   end
   if cost > 0 then
     local units = stored_units(nst, p.holder)
-    local n = math.min(cost, #units)
+    local n = min(cost, #units)
     for i = 1, n do nst.gone[units[i].m] = units[i].t end
     cost = cost - n
   end
@@ -311,12 +311,12 @@ end
 -- key's expiry as it was.
 function concurrency.refund_key(item, taken, cost)
   local units = {}
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', item.key, num(taken), num(taken))) do
+  for _, m in ipairs(call('ZRANGEBYSCORE', item.key, num(taken), num(taken))) do
     local k = unit(m, item.holder)
     if k then units[#units + 1] = { m = m, k = k } end
   end
   table.sort(units, function(a, b) return a.k > b.k end)
   local drop = {}
-  for i = 1, math.min(cost, #units) do drop[i] = units[i].m end
+  for i = 1, min(cost, #units) do drop[i] = units[i].m end
   in_chunks('ZREM', item.key, drop)
 end

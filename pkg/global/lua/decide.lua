@@ -30,6 +30,7 @@ local HEADER, HEADER_SIZE = '<dH', 10
 local ITEM, ITEM_SIZE = '<BBdddddd', 50
 local REPLY = '<Bdddd'
 -- driver: each call runs what follows.
+bind()
 local blob = ARGV[1]
 
 -- earlier is the index of an earlier item of the same key in items, so
@@ -51,7 +52,7 @@ local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
 
 local function decide_request(k, pos, n, h, now, out)
   for i = 1, n do
-    local kind, flags, limit, window, burst, cost, origin, age = struct.unpack(ITEM, blob, pos)
+    local kind, flags, limit, window, burst, cost, origin, age = sunpack(ITEM, blob, pos)
     pos = pos + ITEM_SIZE
     local it = items[i]
     if not it then
@@ -59,11 +60,11 @@ local function decide_request(k, pos, n, h, now, out)
       items[i] = it
     end
     it.key, it.kind, it.limit, it.window, it.burst, it.cost, it.origin, it.age = KEYS[k + i - 1], kind, limit, window, burst, cost, origin, age
-    it.force, it.shadow, it.count = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, math.floor(flags / 4) % 2 == 1
-    it.giveback = math.floor(flags / 8) % 2 == 1
-    it.packed = math.floor(flags / 32) % 2 == 1
+    it.force, it.shadow, it.count = flags % 2 == 1, floor(flags / 2) % 2 == 1, floor(flags / 4) % 2 == 1
+    it.giveback = floor(flags / 8) % 2 == 1
+    it.packed = floor(flags / 32) % 2 == 1
     it.holder = nil
-    if math.floor(flags / 16) % 2 == 1 then
+    if floor(flags / 16) % 2 == 1 then
       it.holder, h = ARGV[h], h + 1
     end
   end
@@ -117,10 +118,10 @@ local function decide_request(k, pos, n, h, now, out)
     end
   end
 
-  out[#out + 1] = struct.pack('<d', now)
+  out[#out + 1] = spack('<d', now)
   for i = 1, n do
     local r = results[i]
-    out[#out + 1] = struct.pack(REPLY, r.allowed and 1 or 0, r.remaining, r.retry, r.reset, r.left or r.remaining)
+    out[#out + 1] = spack(REPLY, r.allowed and 1 or 0, r.remaining, r.retry, r.reset, r.left or r.remaining)
   end
 end
 
@@ -128,10 +129,10 @@ end
 -- straight from the blob, without unpacking the items.
 local strings, pos, k = {}, 1, 1
 while pos <= #blob do
-  local _, n = struct.unpack(HEADER, blob, pos)
+  local _, n = sunpack(HEADER, blob, pos)
   pos = pos + HEADER_SIZE
   for i = 0, n - 1 do
-    local a = ALGORITHMS[string.byte(blob, pos)]
+    local a = ALGORITHMS[byte(blob, pos)]
     if a and a.fields then strings[#strings + 1] = KEYS[k + i] end
     pos = pos + ITEM_SIZE
   end
@@ -143,7 +144,7 @@ prefetch(strings)
 local function holders(pos, n)
   local c = 0
   for i = 0, n - 1 do
-    if math.floor(string.byte(blob, pos + i * ITEM_SIZE + 1) / 16) % 2 == 1 then c = c + 1 end
+    if floor(byte(blob, pos + i * ITEM_SIZE + 1) / 16) % 2 == 1 then c = c + 1 end
   end
   return c
 end
@@ -153,12 +154,12 @@ local out = {}
 local h = 2
 pos, k = 1, 1
 while pos <= #blob do
-  local now, n = struct.unpack(HEADER, blob, pos)
+  local now, n = sunpack(HEADER, blob, pos)
   pos = pos + HEADER_SIZE
   if now < 0 then
     if not clock then
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      local t = call('TIME')
+      clock = tonum(t[1]) * 1000000 + tonum(t[2])
     end
     now = clock
   end
@@ -170,8 +171,8 @@ while pos <= #blob do
   if not ok then
     redis.log(redis.LOG_WARNING, 'sluice decide: ' .. tostring(err))
     for i = #out, mark + 1, -1 do out[i] = nil end
-    out[#out + 1] = struct.pack('<d', -1)
-    for _ = 1, n do out[#out + 1] = struct.pack(REPLY, 0, 0, 0, 0, 0) end
+    out[#out + 1] = spack('<d', -1)
+    for _ = 1, n do out[#out + 1] = spack(REPLY, 0, 0, 0, 0, 0) end
   end
   k, pos, h = k + n, pos + n * ITEM_SIZE, h + holders(pos, n)
 end

@@ -13,7 +13,7 @@ local function at(st, p, now)
       start, count, prev = st.t, st.a, st.b or p.limit
     elseif st.t == start - p.window then
       -- the previous window's excess carried into this one
-      count, prev = math.max(0, st.a - p.limit), math.min(st.a, p.limit)
+      count, prev = max(0, st.a - p.limit), min(st.a, p.limit)
     end
   end
   return start, count, prev
@@ -26,14 +26,14 @@ function fixed_window.decide(st, p, now, cost, force)
   -- debt: limit past the limit (algorithm.maxDebt; see algorithm.Decide);
   -- count's refused hits only up to the limit, never carried
   if allowed or force == true then
-    count = math.max(count, math.min(count + cost, 2 * p.limit))
+    count = max(count, min(count + cost, 2 * p.limit))
   elseif force == 'count' then
-    count = math.max(count, math.min(count + cost, p.limit))
+    count = max(count, min(count + cost, p.limit))
   end
   local left = start + p.window - now
-  local r = { allowed = allowed, remaining = math.max(0, p.limit - count), retry = 0, reset = 0 }
+  local r = { allowed = allowed, remaining = max(0, p.limit - count), retry = 0, reset = 0 }
   r.left = r.remaining
-  local carry = math.max(0, count - p.limit) -- what the next window starts with
+  local carry = max(0, count - p.limit) -- what the next window starts with
   if not allowed then
     r.retry = left
     if carry + n > p.limit then r.retry = left + p.window end
@@ -52,9 +52,9 @@ function fixed_window.record(st, p, now, t, cost)
   if window_start(t, p.window, p.origin) >= start then
     return (fixed_window.decide(st, p, now, cost, true))
   end
-  local over = math.min(cost, math.max(0, prev + cost - p.limit))
-  prev = math.min(prev + cost, p.limit)
-  count = math.max(count, math.min(count + over, 2 * p.limit))
+  local over = min(cost, max(0, prev + cost - p.limit))
+  prev = min(prev + cost, p.limit)
+  count = max(count, min(count + over, 2 * p.limit))
   return { exists = true, t = start, a = count, b = prev }
 end
 
@@ -69,13 +69,13 @@ end
 function fixed_window.give_back(st, p, now, cost)
   if not st.exists then return st, 0 end
   local start, count, prev = at(st, p, now)
-  return { exists = true, t = start, a = math.max(0, count - cost), b = prev }, math.min(count, cost)
+  return { exists = true, t = start, a = max(0, count - cost), b = prev }, min(count, cost)
 end
 
 -- refund: only the refund script includes what follows.
 
 -- fixedWindowRefund: off the window the take counted it in, if still the key's.
 function fixed_window.refund(st, p, taken, cost)
-  if st.t == window_start(taken, p.window, p.origin) then st.a = math.max(0, st.a - cost) end
+  if st.t == window_start(taken, p.window, p.origin) then st.a = max(0, st.a - cost) end
   return st
 end

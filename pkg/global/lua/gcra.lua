@@ -20,19 +20,19 @@ function gcra.decide(st, p, now, cost, force)
   if allowed or force then
     -- debt stops at min(burst, limit) intervals past the tolerance
     -- (algorithm.maxDebt; see algorithm.Decide)
-    local most = now + tolerance + math.min(p.burst, p.limit) * interval
-    tat = math.max(tat, math.min(tat + cost * interval, most))
+    local most = now + tolerance + min(p.burst, p.limit) * interval
+    tat = max(tat, min(tat + cost * interval, most))
   end
   return { exists = true, f = tat },
     { allowed = allowed, remaining = floor_non_neg((tolerance - (tat - now)) / interval),
-      left = math.max(0, (tolerance - (tat - now)) / interval), retry = retry, reset = ceil_pos(tat - now) }
+      left = max(0, (tolerance - (tat - now)) / interval), retry = retry, reset = ceil_pos(tat - now) }
 end
 
 -- gcraGiveBack: the arrival time back by the cost, to now at most.
 function gcra.give_back(st, p, now, cost)
   if not st.exists or st.f <= now then return st, 0 end
   local interval = p.window / p.limit
-  local f = math.max(now, st.f - cost * interval)
+  local f = max(now, st.f - cost * interval)
   return { exists = true, f = f }, (st.f - f) / interval
 end
 

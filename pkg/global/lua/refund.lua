@@ -18,20 +18,21 @@ local function refund_state(item, taken)
   local packed = st.packed
   st = a.refund(st, item, taken, item.cost)
   local v = encode(a, st, packed) -- as it was stored
-  redis.call('SET', item.key, v, 'KEEPTTL')
+  call('SET', item.key, v, 'KEEPTTL')
   values[item.key] = v
 end
 
-local taken = tonumber(ARGV[1])
+bind()
+local taken = tonum(ARGV[1])
 for i = 1, #KEYS do
   local b = 2 + (i - 1) * 6
   refund_state({
     key = KEYS[i],
-    kind = tonumber(ARGV[b]),
-    limit = tonumber(ARGV[b + 1]),
-    window = tonumber(ARGV[b + 2]),
-    cost = tonumber(ARGV[b + 3]),
-    origin = tonumber(ARGV[b + 4]),
+    kind = tonum(ARGV[b]),
+    limit = tonum(ARGV[b + 1]),
+    window = tonum(ARGV[b + 2]),
+    cost = tonum(ARGV[b + 3]),
+    origin = tonum(ARGV[b + 4]),
     holder = ARGV[b + 5],
   }, taken)
 end

@@ -27,7 +27,7 @@ local SMALL_LOG = 32 -- logs up to this many runs are read whole, with one LRANG
 local function parse_run(v)
   local t, n, total = string.match(v, '^(%S+) (%S+) (%S+)$')
   if not t then return nil end
-  return { t = tonumber(t), n = tonumber(n), total = tonumber(total) }
+  return { t = tonum(t), n = tonum(n), total = tonum(total) }
 end
 
 local function log_end(st)
@@ -39,7 +39,7 @@ local function run_at(st, i) -- i-th run, 1-based
   if st.grow and i == st.len then return st.grow end
   local r = st.runs[i]
   if not r then
-    r = parse_run(redis.call('LINDEX', st.key, i - 1))
+    r = parse_run(call('LINDEX', st.key, i - 1))
     st.runs[i] = r
   end
   return r
@@ -50,7 +50,7 @@ end
 local function search(st, lo, hi, ok)
   hi = hi + 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
+    local mid = floor((lo + hi) / 2)
     if ok(run_at(st, mid)) then hi = mid else lo = mid + 1 end
   end
   return lo
@@ -64,15 +64,15 @@ local function log_units(st)
 end
 
 function sliding_log.load(item)
-  local st = { key = item.key, len = redis.call('LLEN', item.key), first = 1, runs = {}, grow = nil, new = {}, debt = 0 }
-  if st.len > 0 and not parse_run(redis.call('LINDEX', item.key, -1)) then
+  local st = { key = item.key, len = call('LLEN', item.key), first = 1, runs = {}, grow = nil, new = {}, debt = 0 }
+  if st.len > 0 and not parse_run(call('LINDEX', item.key, -1)) then
     -- A log in the format before runs (one time per entry): dropped, it
     -- would have expired within one window.
-    redis.call('DEL', item.key)
+    call('DEL', item.key)
     st.len = 0
   end
   if st.len > 0 and st.len <= SMALL_LOG then
-    local raw = redis.call('LRANGE', item.key, 0, -1)
+    local raw = call('LRANGE', item.key, 0, -1)
     for i = 1, #raw do st.runs[i] = parse_run(raw[i]) end
   end
   if st.len >= 2 and run_at(st, st.len).t == run_at(st, st.len - 1).t then
@@ -84,19 +84,19 @@ end
 
 function sliding_log.store(item, st, ttl)
   if st.first > st.len then
-    redis.call('DEL', item.key) -- every stored run expired or refunded
+    call('DEL', item.key) -- every stored run expired or refunded
   elseif st.first > 1 or st.cut or st.stored_debt then
-    redis.call('LTRIM', item.key, st.first - 1, st.len - 1)
+    call('LTRIM', item.key, st.first - 1, st.len - 1)
   end
   local function text(r) return num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
-  if st.grow and st.first <= st.len then redis.call('LSET', item.key, -1, text(st.grow)) end
-  for _, r in ipairs(st.new) do redis.call('RPUSH', item.key, text(r)) end
+  if st.grow and st.first <= st.len then call('LSET', item.key, -1, text(st.grow)) end
+  for _, r in ipairs(st.new) do call('RPUSH', item.key, text(r)) end
   local last = log_end(st)
   if st.debt > 0 and last >= st.first then
     local r = run_at(st, last)
-    redis.call('RPUSH', item.key, text({ t = r.t, n = st.debt, total = r.total + st.debt }))
+    call('RPUSH', item.key, text({ t = r.t, n = st.debt, total = r.total + st.debt }))
   end
-  redis.call('PEXPIRE', item.key, ttl)
+  call('PEXPIRE', item.key, ttl)
 end
 
 -- append_run adds n units at t, the log's newest time or later (appendRun).
@@ -138,12 +138,12 @@ local function slide(st, p, now)
   if st.debt == 0 or st.first == old then return end
   local o = run_at(st, old)
   local base = o.total - o.n
-  local excess = math.max(0, run_at(st, last).total - base - p.limit)
-  local c = math.min(st.debt, run_at(st, st.first - 1).total - base - excess)
+  local excess = max(0, run_at(st, last).total - base - p.limit)
+  local c = min(st.debt, run_at(st, st.first - 1).total - base - excess)
   if c <= 0 then return end
   local j = search(st, old, st.first - 1, function(r) return r.total - base >= excess + c end)
   local at = run_at(st, j).t + p.window
-  if last >= st.first then at = math.max(at, run_at(st, last).t) end
+  if last >= st.first then at = max(at, run_at(st, last).t) end
   if at > now - p.window then append_run(st, at, c) end
   st.debt = st.debt - c
 end
@@ -163,17 +163,17 @@ end
 -- limit (logAdd).
 local function add(st, p, t, cost)
   local count = log_units(st)
-  local fit = math.min(cost, math.max(0, p.limit - count - st.debt))
+  local fit = min(cost, max(0, p.limit - count - st.debt))
   if fit > 0 then
     append_run(st, t, fit)
     count, cost = count + fit, cost - fit
   end
-  if cost > 0 then st.debt = st.debt + math.min(cost, math.max(0, 2 * p.limit - count - st.debt)) end
+  if cost > 0 then st.debt = st.debt + min(cost, max(0, 2 * p.limit - count - st.debt)) end
 end
 
 -- excess_debt_run is the run holding the last unit the debt replaces.
 local function excess_debt_run(st, p)
-  return run_at(st, unit_run(st, math.max(0, log_units(st) - p.limit) + st.debt))
+  return run_at(st, unit_run(st, max(0, log_units(st) - p.limit) + st.debt))
 end
 
 -- wait is how long a refused request of n units waits (logWait).
@@ -191,7 +191,7 @@ end
 -- result is the answer of a decision leaving st at now (logResult).
 local function result(st, p, now, allowed, retry)
   local count = log_units(st)
-  local r = { allowed = allowed, remaining = math.max(0, p.limit - count - st.debt), retry = retry, reset = 0 }
+  local r = { allowed = allowed, remaining = max(0, p.limit - count - st.debt), retry = retry, reset = 0 }
   r.left = r.remaining
   if st.debt > 0 then
     r.reset = excess_debt_run(st, p).t + 2 * p.window - now
@@ -212,7 +212,7 @@ function sliding_log.decide(st, p, now, cost, force)
     add(nst, p, now, cost)
   elseif cost > 0 and force == 'count' then
     -- count's refused hits: at now within the cap, never as debt
-    local fit = math.min(cost, math.max(0, 2 * p.limit - log_units(nst) - nst.debt))
+    local fit = min(cost, max(0, 2 * p.limit - log_units(nst) - nst.debt))
     if fit > 0 then append_run(nst, now, fit) end
   end
   nst.exists = log_units(nst) > 0
@@ -224,9 +224,9 @@ end
 function sliding_log.record(st, p, now, at, cost)
   local nst = copy(st)
   now = advance(nst, p, now)
-  local place = math.max(at, now - p.window + 1)
+  local place = max(at, now - p.window + 1)
   local last = log_end(nst)
-  if last >= nst.first then place = math.max(place, run_at(nst, last).t) end
+  if last >= nst.first then place = max(place, run_at(nst, last).t) end
   add(nst, p, place, cost)
   nst.exists = log_units(nst) > 0
   return nst
@@ -239,7 +239,7 @@ function sliding_log.give_back(st, p, now, cost)
   local asked = cost
   local nst = copy(st)
   now = advance(nst, p, now)
-  local given = math.min(cost, nst.debt)
+  local given = min(cost, nst.debt)
   nst.debt, cost = nst.debt - given, cost - given
   while cost > 0 and log_end(nst) >= nst.first do
     local i = log_end(nst)
@@ -268,17 +268,17 @@ end
 -- much. Later runs (other requests' since) are few: the refund follows its
 -- take, so the list is walked from its end.
 function sliding_log.refund_key(item, taken, cost)
-  local len = redis.call('LLEN', item.key)
+  local len = call('LLEN', item.key)
   if len >= 2 then
     -- The debt gives back first (slidingLogRefund).
-    local d, before = parse_run(redis.call('LINDEX', item.key, -1)), parse_run(redis.call('LINDEX', item.key, -2))
+    local d, before = parse_run(call('LINDEX', item.key, -1)), parse_run(call('LINDEX', item.key, -2))
     if d and before and d.t == before.t then
-      local given = math.min(cost, d.n)
+      local given = min(cost, d.n)
       if given == d.n then
-        redis.call('RPOP', item.key)
+        call('RPOP', item.key)
         len = len - 1
       else
-        redis.call('LSET', item.key, -1, num(d.t) .. ' ' .. num(d.n - given) .. ' ' .. num(d.total - given))
+        call('LSET', item.key, -1, num(d.t) .. ' ' .. num(d.n - given) .. ' ' .. num(d.total - given))
       end
       cost = cost - given
       if cost == 0 then return end
@@ -286,7 +286,7 @@ function sliding_log.refund_key(item, taken, cost)
   end
   local runs, found = {}, nil
   for j = len, 1, -1 do
-    local r = parse_run(redis.call('LINDEX', item.key, j - 1))
+    local r = parse_run(call('LINDEX', item.key, j - 1))
     if not r or r.t < taken then break end
     runs[j] = r
     if r.t == taken then
@@ -301,7 +301,7 @@ function sliding_log.refund_key(item, taken, cost)
     if j == found then r.n = r.n - cost end
     local v = ''
     if r.n > 0 then v = num(r.t) .. ' ' .. num(r.n) .. ' ' .. num(r.total) end
-    redis.call('LSET', item.key, j - 1, v)
+    call('LSET', item.key, j - 1, v)
   end
-  redis.call('LREM', item.key, 1, '')
+  call('LREM', item.key, 1, '')
 end

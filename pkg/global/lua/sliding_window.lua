@@ -11,7 +11,7 @@ function sliding_window.decide(st, p, now, cost, force)
       prev = st.a
     end
   end
-  local elapsed = math.max(0, now - start)
+  local elapsed = max(0, now - start)
   local left = start + p.window - now
   local w = p.window
   local estimate = prev * (p.window - elapsed) / w + curr
@@ -30,11 +30,11 @@ function sliding_window.decide(st, p, now, cost, force)
   end
   if allowed or force then
     -- debt: the current window holds at most limit (see algorithm.Decide)
-    local added = math.max(0, math.min(cost, p.limit - curr))
+    local added = max(0, min(cost, p.limit - curr))
     curr = curr + added
     estimate = estimate + added
   end
-  local r = { allowed = allowed, remaining = floor_non_neg(p.limit - estimate), left = math.max(0, p.limit - estimate), retry = retry, reset = 0 }
+  local r = { allowed = allowed, remaining = floor_non_neg(p.limit - estimate), left = max(0, p.limit - estimate), retry = retry, reset = 0 }
   if curr > 0 then
     r.reset = left + p.window
   elseif prev > 0 then
@@ -58,9 +58,9 @@ function sliding_window.record(st, p, now, t, cost)
       prev = st.a
     end
   end
-  local over = math.min(cost, math.max(0, prev + cost - p.limit))
-  prev = math.max(prev, math.min(prev + cost, p.limit))
-  curr = curr + math.max(0, math.min(over, p.limit - curr))
+  local over = min(cost, max(0, prev + cost - p.limit))
+  prev = max(prev, min(prev + cost, p.limit))
+  curr = curr + max(0, min(over, p.limit - curr))
   return { exists = true, t = start, a = curr, b = prev }
 end
 
@@ -75,7 +75,7 @@ function sliding_window.give_back(st, p, now, cost)
   elseif st.t == start - p.window then
     prev = st.a
   end
-  return { exists = true, t = start, a = math.max(0, curr - cost), b = prev }, math.min(curr, cost)
+  return { exists = true, t = start, a = max(0, curr - cost), b = prev }, min(curr, cost)
 end
 
 -- refund: only the refund script includes what follows.
@@ -85,9 +85,9 @@ end
 function sliding_window.refund(st, p, taken, cost)
   local start = window_start(taken, p.window, p.origin)
   if st.t == start then
-    st.a = math.max(0, st.a - cost)
+    st.a = max(0, st.a - cost)
   elseif st.t == start + p.window then
-    st.b = math.max(0, st.b - cost)
+    st.b = max(0, st.b - cost)
   end
   return st
 end

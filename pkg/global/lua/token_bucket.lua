@@ -7,7 +7,7 @@ function token_bucket.decide(st, p, now, cost, force)
   local tokens, updated = capacity, now
   if st.exists then tokens, updated = st.f, st.t end
   if now > updated then
-    tokens = math.min(capacity, tokens + (now - updated) * rate)
+    tokens = min(capacity, tokens + (now - updated) * rate)
     updated = now
   end
   local n = need(cost)
@@ -23,11 +23,11 @@ function token_bucket.decide(st, p, now, cost, force)
   if allowed or force then
     -- debt stops at min(burst, limit) below empty, one window's refill
     -- (algorithm.maxDebt; see algorithm.Decide)
-    tokens = math.min(tokens, math.max(tokens - cost, -math.min(capacity, p.limit)))
+    tokens = min(tokens, max(tokens - cost, -min(capacity, p.limit)))
   end
   local reset = ceil_pos((capacity - tokens) / rate)
   return { exists = true, f = tokens, t = updated },
-    { allowed = allowed, remaining = floor_non_neg(tokens), left = math.max(0, tokens), retry = retry, reset = reset }
+    { allowed = allowed, remaining = floor_non_neg(tokens), left = max(0, tokens), retry = retry, reset = reset }
 end
 
 -- tokenBucketGiveBack: refilled to now, then the cost back, up to the burst.
@@ -35,8 +35,8 @@ function token_bucket.give_back(st, p, now, cost)
   if not st.exists then return st, 0 end
   local nst = token_bucket.decide(st, p, now, 0, false)
   local old = nst.f
-  nst.f = math.min(p.burst, nst.f + cost)
-  return nst, math.max(0, nst.f - old)
+  nst.f = min(p.burst, nst.f + cost)
+  return nst, max(0, nst.f - old)
 end
 
 -- refund: only the refund script includes what follows.
