@@ -171,6 +171,10 @@ for round in $(seq "$rounds"); do
   fi
   for dir in "${servers[@]}"; do
     tag=$(tag "$dir"); k="$round${#tag}"
+    # This version's servers alone on the Redis: states packed
+    # (-redis-state-format; a -r revision from before it writes text).
+    packed=()
+    "$dir/server" -h 2>&1 | grep -q -- -redis-state-format && packed=(-redis-state-format packed)
     if want memory; then
       serve server "$dir/server" "${sluiceflags[@]}"
       wait_port 18081
@@ -178,7 +182,7 @@ for round in $(seq "$rounds"); do
       stop "$server"
     fi
     if want redis || want zipf || want hot || want flood || want sidecar; then
-      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms \
+      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms "${packed[@]}" \
         -sidecar-tokens "$bin/tokens" -sidecar-tokens-plaintext
       wait_port 18081
       metrics=(-metrics-url http://127.0.0.1:18080/metrics)
@@ -203,7 +207,7 @@ for round in $(seq "$rounds"); do
     fi
     # (Its -help exits 2: read it whole, not through a pipe pipefail sees.)
     if want cached && [[ $("$dir/server" -help 2>&1 || true) == *-redis-mode* ]]; then
-      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-mode cached
+      serve server "$dir/server" "${sluiceflags[@]}" -redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-mode cached "${packed[@]}"
       wait_port 18081
       tier=(-metrics-url http://127.0.0.1:18080/metrics -tier-metrics-url http://127.0.0.1:18080/metrics -central-pids "$server,$redis")
       points "sluice + Redis cached, 10k keys$tag" 18081 "$server,$redis" -descriptors "client=a$k.%d" -keys 10000 "${redisflags[@]}" "${tier[@]}"
