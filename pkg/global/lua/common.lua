@@ -2,8 +2,9 @@
 -- A state is { exists, f, t, a, b } as in pkg/algorithm.State; the sliding
 -- log's and the concurrency limit's are their own (see sliding_log.lua and
 -- concurrency.lua).
--- Numbers are stored with %.17g, which round-trips a double exactly, so the
--- store computes on the same values as the in-memory store.
+-- Numbers are stored as text with %.17g, which round-trips a double
+-- exactly, or packed as doubles (encode), so the store computes on the
+-- same values as the in-memory store.
 
 -- The library functions the scripts call most, as locals: Redis's Lua
 -- looks a global up in a table at every call, and these are called some
