@@ -69,7 +69,8 @@ func must(sh Share, ok bool) Share {
 // TestWeightsDrawNoiseToTheMean: ten Envoys asked for 1.5 a second each,
 // read from whole requests over 5 s (5 to 10 of them), weigh about
 // evenly; one asked for ten times that keeps its weight, and one asked
-// for nothing stays near nothing.
+// for nothing stays near nothing; twenty zipf Envoys, whose demands spread
+// far past their noise, keep their own.
 func TestWeightsDrawNoiseToTheMean(t *testing.T) {
 	members := make(map[uint64]*member)
 	counts := []float64{5, 6, 7, 7, 8, 8, 9, 10, 10, 8}
