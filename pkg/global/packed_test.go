@@ -2,6 +2,8 @@ package global
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +76,52 @@ func TestStateFormats(t *testing.T) {
 				t.Errorf("after the refund: %d remaining; want 7", check[0].Remaining)
 			}
 		})
+	}
+}
+
+// TestHostileStates: a state that is not what a server wrote (a packed
+// one of the wrong length, a megabyte, bytes that are neither format)
+// fails its own request alone, which the caller's failure mode answers;
+// the request after it, on another key, is decided. A packed state of
+// non-finite numbers decides as a full bucket would.
+func TestHostileStates(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	rs := newRedisStore(t, RedisOptions{Client: client, InjectTime: true, PackedState: true})
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 60 * sec, Burst: 10}
+	doubles := func(xs ...float64) string {
+		b := []byte{1}
+		for _, x := range xs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+		return string(b)
+	}
+	now := int64(1_780_000_000) * sec
+	for _, tt := range []struct {
+		name, v string
+		fails   bool
+	}{
+		{"short", "\x01abc", true},
+		{"a megabyte", "\x01" + strings.Repeat("\x00", 1<<20), true},
+		{"neither format", "\xff\xfe 1", true},
+		{"NaN", doubles(math.NaN(), 1e15), false},
+		{"infinite", doubles(math.Inf(1), -1e300), false},
+	} {
+		key, other := Key(redistest.Prefix(t), tt.name), Key(redistest.Prefix(t), tt.name, "other")
+		if err := client.Set(ctx, key, tt.v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]Result, 1)
+		err := rs.DecideAt(ctx, []Item{{Key: key, Params: p, Cost: 1}}, got, now)
+		if tt.fails && err == nil {
+			t.Errorf("%s: decided %+v; want the request to fail", tt.name, got[0])
+		}
+		if !tt.fails && (err != nil || !got[0].Allowed || got[0].Remaining != 9) {
+			t.Errorf("%s: %+v, %v; want admitted with 9 left", tt.name, got[0], err)
+		}
+		if err := rs.DecideAt(ctx, []Item{{Key: other, Params: p, Cost: 1}}, got, now); err != nil || !got[0].Allowed {
+			t.Errorf("%s: the next request, on another key: %+v, %v; want admitted", tt.name, got[0], err)
+		}
 	}
 }
