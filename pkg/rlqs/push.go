@@ -12,7 +12,8 @@ import (
 // other than self whose new shares are to be pushed, and whether self's
 // is. A share is pushed where it moved (moved down, grown up; moved either
 // way on self's own answer) by at least pushTokens until the member's next
-// report, when its own answer carries it anyway. Where the shares left as
+// report, when its own answer carries it anyway (which carries, too, one
+// more than astray from the one in force: worthPushing). Where the shares left as
 // they were would admit more than moved of a report interval of the
 // split's rate until their members' next reports, the members whose excess
 // would admit the most are pushed until they do not. The fleet's mu is
@@ -37,12 +38,12 @@ func (k *fleetKey) split(lim shape, self uint64, now time.Time) (poked []func(st
 		m.share = sh
 		target += sh.Rate
 		// Until its next report: self's answer goes now.
-		horizon, up := max(0, m.at.Add(ReportInterval).Sub(now)), grown
+		horizon := max(0, m.at.Add(ReportInterval).Sub(now))
 		if id == self {
-			horizon, up = ReportInterval, moved
+			horizon = ReportInterval
 		}
 		pushable := id == self || m.poke != nil
-		if pushable && (m.sent == 0 || worthPushing(sh.Rate, m.sent, up, horizon) || id == self && math.Abs(sh.Rate-m.sent) > astray*m.sent) {
+		if pushable && (m.sent == 0 || worthPushing(sh.Rate, m.sent, horizon, id == self)) {
 			if id == self {
 				mine = true
 			} else {
@@ -92,8 +93,17 @@ const astray = 0.25
 
 // worthPushing reports whether a share of rate is to be pushed over one of
 // sent with horizon left until its member's next report: it fell by more
-// than moved or rose by more than up, and by pushTokens over the horizon.
-func worthPushing(rate, sent, up float64, horizon time.Duration) bool {
+// than moved or rose by more than grown (moved, on the member's own
+// answer), and by pushTokens over the horizon; or, on its own answer, it
+// is more than astray from the one in force.
+func worthPushing(rate, sent float64, horizon time.Duration, own bool) bool {
+	up := grown
+	if own {
+		if math.Abs(rate-sent) > astray*sent {
+			return true
+		}
+		up = moved
+	}
 	return (rate < sent*(1-moved) || rate > sent*(1+up)) && math.Abs(rate-sent)*horizon.Seconds() >= pushTokens
 }
 
