@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -184,5 +186,123 @@ descriptors:
 	}
 	if _, err := st.Recv(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a stream without a token: %v; want PermissionDenied", err)
+	}
+}
+
+// TestRLQSFleetAtOneAndAHalf: ten model Envoys, dealt round two server
+// replicas on one Redis over real gRPC, offered 1.5 times a limit of 100
+// a second, requests arriving at random (Poisson), evenly or zipf across
+// the Envoys. Past their first periodic reports (6 s: before them no
+// demand is known and the shares are equal, which costs a zipf fleet a
+// quarter of those seconds, as the model's cold minutes show), over the
+// next 10 s they admit at least 0.95 and at most 1.05 of an exact limiter
+// fed the same requests from the start, and every Envoy with demand at
+// least half its fair share.
+func TestRLQSFleetAtOneAndAHalf(t *testing.T) {
+	const yaml = `domain: quota
+descriptors:
+  - key: name
+    value: bucket
+    rate_limit: {name: bucket, unit: second, requests_per_unit: 100}
+`
+	const warm, measured = 6 * time.Second, 10 * time.Second
+	for _, dist := range []string{"even", "zipf"} {
+		t.Run(dist, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cfg := writeFile(t, dir, "quota.yaml", yaml)
+			const token = "e2e-rlqs-token-0123456789abcdef"
+			tokens := writeFile(t, dir, "tokens", "envoys "+token+"\n")
+			redis := redistest.Start(t)
+			var servers []*proc
+			for i := range 2 {
+				servers = append(servers, startServer(t, fmt.Sprintf("server-%d", i+1), "-config", cfg, "-redis-url", redis.URL(),
+					"-sidecar-tokens", tokens, "-sidecar-tokens-plaintext"))
+			}
+			ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
+			defer cancel()
+			mem, err := global.NewMemory(global.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 10
+			rates, sum := make([]float64, n), 0.0
+			for i := range rates {
+				rates[i] = 1
+				if dist == "zipf" {
+					rates[i] = 1 / math.Pow(float64(i+1), 1.1)
+				}
+				sum += rates[i]
+			}
+			var (
+				mu              sync.Mutex
+				admitted, exact int
+				asked, got      [n]int
+				out             = make([]algorithm.Result, 1)
+				exactParams     = algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1_000_000, Burst: 100}
+				wg              sync.WaitGroup
+				start           = time.Now()
+				bucket          = map[string]string{"name": "bucket"}
+			)
+			for i := range n {
+				rates[i] *= 1.5 * 100 / sum
+				conn, err := grpc.NewClient(servers[i%2].GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close() })
+				var e *rlqsenvoy.Envoy
+				e = rlqsenvoy.New("quota", rlqsenvoy.GRPC(ctx, conn, func() *rlqsenvoy.Envoy { return e }, time.Now))
+				rng := rand.New(rand.NewPCG(uint64(i), 26))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					next := start
+					for {
+						// The next arrival: an exponential wait after the last one's
+						// due time, so that a late wake-up does not thin the load.
+						next = next.Add(time.Duration(rng.ExpFloat64() / rates[i] * float64(time.Second)))
+						if next.Sub(start) >= warm+measured {
+							return
+						}
+						time.Sleep(time.Until(next))
+						now := time.Now()
+						ok := e.Request(bucket, rlqsenvoy.Settings{}, now)
+						e.Tick(now)
+						mu.Lock()
+						if err := mem.DecideAt([]algorithm.Item{{Key: "exact", Params: exactParams, Cost: 1}}, out, now.UnixMicro()); err != nil {
+							t.Error(err)
+						}
+						if now.Sub(start) >= warm {
+							asked[i]++
+							if ok {
+								admitted++
+								got[i]++
+							}
+							if out[0].Allowed {
+								exact++
+							}
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			ratio := float64(admitted) / float64(exact)
+			t.Logf("admitted %d, exact %d: %.3f; per Envoy admitted/asked %v / %v", admitted, exact, ratio, got, asked)
+			if ratio > 1.05 || ratio < 0.95 {
+				t.Errorf("admitted %.3f of exact; want 0.95 to 1.05", ratio)
+			}
+			all := 0
+			for _, a := range asked {
+				all += a
+			}
+			for i := range n {
+				fair := min(float64(asked[i]), float64(exact)*float64(asked[i])/float64(all))
+				if asked[i] > 0 && float64(got[i]) < fair/2 {
+					t.Errorf("envoy %d: admitted %d of %d asked; want at least half its fair share %.0f", i, got[i], asked[i], fair)
+				}
+			}
+		})
 	}
 }
