@@ -31,17 +31,31 @@ func (r *Redis) run(ctx context.Context, c *call, q chan *call, deadline time.Ti
 		}()
 		expired = t.C
 	}
+	// The queue has room for every writer's full batch: the send all but
+	// always goes at once, without a four-way select (the channel locks
+	// of every case, taken and released twice). A closed store queues
+	// nothing: its writers are gone.
 	select {
-	case q <- c:
-	case <-ctx.Done():
-		r.calls.Put(c)
-		return ctx.Err()
-	case <-expired:
-		r.calls.Put(c)
-		return context.DeadlineExceeded
 	case <-r.stop:
 		r.calls.Put(c)
 		return errClosed
+	default:
+	}
+	select {
+	case q <- c:
+	default:
+		select {
+		case q <- c:
+		case <-ctx.Done():
+			r.calls.Put(c)
+			return ctx.Err()
+		case <-expired:
+			r.calls.Put(c)
+			return context.DeadlineExceeded
+		case <-r.stop:
+			r.calls.Put(c)
+			return errClosed
+		}
 	}
 	select {
 	case <-c.done:
