@@ -46,7 +46,6 @@ local function flags_of(flags)
   return f
 end
 
-
 -- earlier is the index of an earlier item of the same key in items, so
 -- that a key twice in one request sees itself.
 local function earlier(items, i)
@@ -59,8 +58,9 @@ end
 -- decide_request decides the n items at KEYS[k...], packed in blob from
 -- pos, their holders from ARGV[h], at now and appends the request's reply
 -- to out.
--- The tables a request works in, reused by the next request of the call
--- (slots 1..n are written before they are read): a table costs Redis
+-- The tables a request works in, reused by the next request and, in a
+-- function library, the next call (slots 1..n are written before they are
+-- read): a table costs Redis
 -- about half a microsecond, more than the arithmetic of a decision.
 local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
 
