@@ -55,13 +55,13 @@ local function earlier(items, i)
   return nil
 end
 
--- decide_request decides the n items at KEYS[k...], packed in blob from
--- pos, their holders from ARGV[h], at now and appends the request's reply
+-- decide_request decides the n items at keys[k...], packed in blob from
+-- pos, their holders from argv[h], at now and appends the request's reply
 -- to out.
 -- The tables a request works in, reused by the next request and, in a
 -- function library, the next call (slots 1..n are written before they are
--- read): a table costs Redis
--- about half a microsecond, more than the arithmetic of a decision.
+-- read): a table costs Redis about half a microsecond, more than the
+-- arithmetic of a decision.
 local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
 
 local function decide_request(k, pos, n, h, now, out)
