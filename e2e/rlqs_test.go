@@ -33,24 +33,7 @@ import (
 // on new streams and are admitted again; the servers recorded what the
 // Envoys reported; a caller without a token opens no stream.
 func TestRLQSFleet(t *testing.T) {
-	const yaml = `domain: quota
-descriptors:
-  - key: name
-    value: bucket
-    rate_limit: {name: bucket, unit: second, requests_per_unit: 100}
-`
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "quota.yaml", yaml)
-	const token = "e2e-rlqs-token-0123456789abcdef"
-	tokens := writeFile(t, dir, "tokens", "envoys "+token+"\n")
-	redis := redistest.Start(t)
-	var servers []*proc
-	for i := range 2 {
-		servers = append(servers, startServer(t, fmt.Sprintf("server-%d", i+1), "-config", cfg, "-redis-url", redis.URL(),
-			"-sidecar-tokens", tokens, "-sidecar-tokens-plaintext"))
-	}
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
-	defer cancel()
+	servers, redis, ctx := rlqsReplicas(t)
 
 	mem, err := global.NewMemory(global.MemoryOptions{})
 	if err != nil {
@@ -199,28 +182,11 @@ descriptors:
 // fed the same requests from the start, and every Envoy with demand at
 // least half its fair share.
 func TestRLQSFleetAtOneAndAHalf(t *testing.T) {
-	const yaml = `domain: quota
-descriptors:
-  - key: name
-    value: bucket
-    rate_limit: {name: bucket, unit: second, requests_per_unit: 100}
-`
 	const warm, measured = 6 * time.Second, 10 * time.Second
 	for _, dist := range []string{"even", "zipf"} {
 		t.Run(dist, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			cfg := writeFile(t, dir, "quota.yaml", yaml)
-			const token = "e2e-rlqs-token-0123456789abcdef"
-			tokens := writeFile(t, dir, "tokens", "envoys "+token+"\n")
-			redis := redistest.Start(t)
-			var servers []*proc
-			for i := range 2 {
-				servers = append(servers, startServer(t, fmt.Sprintf("server-%d", i+1), "-config", cfg, "-redis-url", redis.URL(),
-					"-sidecar-tokens", tokens, "-sidecar-tokens-plaintext"))
-			}
-			ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
-			defer cancel()
+			servers, _, ctx := rlqsReplicas(t)
 			mem, err := global.NewMemory(global.MemoryOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -305,4 +271,31 @@ descriptors:
 			}
 		})
 	}
+}
+
+// rlqsReplicas starts two server replicas on one Redis, serving a limit of
+// 100 a second on {name: bucket} in domain quota to the Envoys holding
+// one token, and returns them, the Redis, and a context carrying the
+// token, cancelled when the test ends.
+func rlqsReplicas(t *testing.T) ([]*proc, *redistest.Server, context.Context) {
+	t.Helper()
+	const yaml = `domain: quota
+descriptors:
+  - key: name
+    value: bucket
+    rate_limit: {name: bucket, unit: second, requests_per_unit: 100}
+`
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "quota.yaml", yaml)
+	const token = "e2e-rlqs-token-0123456789abcdef"
+	tokens := writeFile(t, dir, "tokens", "envoys "+token+"\n")
+	redis := redistest.Start(t)
+	var servers []*proc
+	for i := range 2 {
+		servers = append(servers, startServer(t, fmt.Sprintf("server-%d", i+1), "-config", cfg, "-redis-url", redis.URL(),
+			"-sidecar-tokens", tokens, "-sidecar-tokens-plaintext"))
+	}
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
+	t.Cleanup(cancel)
+	return servers, redis, ctx
 }
