@@ -81,13 +81,7 @@ func TestRLQSFleet(t *testing.T) {
 	idle := (cpu() - idle0) / 2 // a second's, with no Envoy
 	start = time.Now()
 	for i := range 6 {
-		conn, err := grpc.NewClient(servers[i%2].GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		var e *rlqsenvoy.Envoy
-		e = rlqsenvoy.New("quota", rlqsenvoy.GRPC(ctx, conn, func() *rlqsenvoy.Envoy { return e }, time.Now))
+		e := rlqsEnvoy(ctx, t, servers[i%2])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -212,13 +206,7 @@ func TestRLQSFleetAtOneAndAHalf(t *testing.T) {
 			)
 			for i := range n {
 				rates[i] *= 1.5 * 100 / sum
-				conn, err := grpc.NewClient(servers[i%2].GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close() })
-				var e *rlqsenvoy.Envoy
-				e = rlqsenvoy.New("quota", rlqsenvoy.GRPC(ctx, conn, func() *rlqsenvoy.Envoy { return e }, time.Now))
+				e := rlqsEnvoy(ctx, t, servers[i%2])
 				rng := rand.New(rand.NewPCG(uint64(i), 26))
 				wg.Add(1)
 				go func() {
@@ -298,4 +286,18 @@ descriptors:
 	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token))
 	t.Cleanup(cancel)
 	return servers, redis, ctx
+}
+
+// rlqsEnvoy is a model Envoy of domain quota on its own connection to
+// server, its streams opened with ctx.
+func rlqsEnvoy(ctx context.Context, t *testing.T, server *proc) *rlqsenvoy.Envoy {
+	t.Helper()
+	conn, err := grpc.NewClient(server.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var e *rlqsenvoy.Envoy
+	e = rlqsenvoy.New("quota", rlqsenvoy.GRPC(ctx, conn, func() *rlqsenvoy.Envoy { return e }, time.Now))
+	return e
 }
