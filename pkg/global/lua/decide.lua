@@ -29,8 +29,9 @@
 local HEADER, HEADER_SIZE = '<dH', 10
 local ITEM, ITEM_SIZE = '<BBdddddd', 50
 local REPLY = '<Bdddd'
--- The call's KEYS, ARGV and packed requests (ARGV[1]), set by the driver:
--- what follows is defined once in a function library, not at every call.
+-- The call's KEYS, ARGV and packed requests (ARGV[1]), set by the driver,
+-- so that what follows up to it closes over no call's own: a function
+-- library defines it once, a script (EVAL) at every call.
 local keys, argv, blob
 
 -- FLAGS is an item's flags byte read as its bits, filled as flags are met
