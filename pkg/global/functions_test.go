@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,65 @@ func TestDecideFunction(t *testing.T) {
 	decide(rs2, prefix+"b")
 	if !rs2.fn.off.Load() {
 		t.Error("FUNCTION LOAD refused: the function still on; want scripts alone")
+	}
+}
+
+// Every flags byte decides as its known bits say, the bits no server
+// sets ignored, and a call of many one-item requests over as many keys
+// answers each: the function reads flags through a table it fills as
+// bytes come (decide.lua's FLAGS), at most one entry a byte.
+func TestDecideFlagsAnyByte(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	src, name := decideLibrary()
+	if err := client.FunctionLoadReplace(ctx, src).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: sec, Burst: 10}
+	prefix := redistest.Prefix(t)
+	// flagsAt sets the flags byte of the first item of a one-item request.
+	const flagsAt = requestHeaderSize + 1
+	known := byte(flagForce | flagShadow | flagCount | flagGiveBack | flagPacked) // not the holder: no argument follows
+	// A cost past the burst: a take is refused, a force or a count
+	// recorded, so the bits show in the reply.
+	byFlags := map[byte]string{}
+	for f := range 256 {
+		flags := byte(f) &^ flagHolder
+		var replies [2]string
+		for j, b := range []byte{flags, flags & known} {
+			key := Key(prefix, fmt.Sprintf("f%d-%d", f, j))
+			blob := appendRequest(nil, []Item{{Key: key, Params: p, Cost: 11}}, 1_000_000, false)
+			blob[flagsAt] = b
+			v, err := client.FCall(ctx, name, []string{key}, string(blob)).Text()
+			if err != nil {
+				t.Fatalf("flags %#x: %v", b, err)
+			}
+			replies[j] = v
+		}
+		if replies[0] != replies[1] {
+			t.Errorf("flags %#x decided unlike its known bits %#x", flags, flags&known)
+		}
+		byFlags[flags&known] = replies[1]
+	}
+	if byFlags[0] == byFlags[flagForce] {
+		t.Error("a take and a force of more than the burst got the same reply: the test tells no flags apart")
+	}
+	// A thousand one-item requests, a key each, in one call.
+	var (
+		keys []string
+		blob []byte
+	)
+	for i := range 1000 {
+		keys = append(keys, Key(prefix, fmt.Sprint("many", i)))
+		blob = appendRequest(blob, []Item{{Key: keys[i], Params: p, Cost: 1}}, -1, true)
+	}
+	v, err := client.FCall(ctx, name, keys, string(blob)).Text()
+	if err != nil || len(v) != 1000*replySize(1) {
+		t.Fatalf("a call of 1,000 requests: %d bytes, %v; want %d", len(v), err, 1000*replySize(1))
+	}
+	vals, _ := unpackReply(nil, v, 1)
+	if vals[0] < 0 {
+		t.Error("the first of 1,000 requests failed")
 	}
 }
