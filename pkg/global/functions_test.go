@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,6 +108,72 @@ func TestDecideFunction(t *testing.T) {
 	decide(rs2, prefix+"b")
 	if !rs2.fn.off.Load() {
 		t.Error("FUNCTION LOAD refused: the function still on; want scripts alone")
+	}
+}
+
+// lateReader holds the replies of the first pipeline that found the
+// function missing until that pipeline's deadline has passed: a process
+// that got to them late (starved of CPU, a pause).
+type lateReader struct{ held, released atomic.Bool }
+
+func (*lateReader) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*lateReader) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *lateReader) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if functionMissing(cmds[0].Err()) && h.held.CompareAndSwap(false, true) {
+			if d, ok := ctx.Deadline(); ok {
+				time.Sleep(time.Until(d) + time.Millisecond)
+			}
+			h.released.Store(true)
+		}
+		return err
+	}
+}
+
+// A call that found the function missing is sent again as EVAL in a round
+// trip with a deadline of its own: a process slow to read the first
+// round's replies must not leave the second none (a healthy Redis's calls
+// failed as stalled so, in TestSlowProcessIsNotStalled under load). Other
+// callers keep Redis's replies coming meanwhile, so the watchdog rightly
+// judges nothing.
+func TestFunctionRetryHasItsOwnDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	late := &lateReader{}
+	client.AddHook(late)
+	rs := newRedisStore(t, RedisOptions{Client: client, Timeout: 100 * time.Millisecond})
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
+	prefix := redistest.Prefix(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]Result, 1)
+			for i := 0; i < 10 || !late.released.Load(); i++ {
+				if i > 5000 {
+					errs <- fmt.Errorf("caller %d: the held pipeline never came back", g)
+					return
+				}
+				if err := rs.Decide(context.Background(), []Item{{Key: Key(prefix, fmt.Sprint(g, i)), Params: p, Cost: 1}}, out); err != nil {
+					errs <- fmt.Errorf("caller %d, call %d: %w", g, i, err)
+					return
+				}
+				if late.held.Load() {
+					time.Sleep(time.Millisecond) // replies keep coming, at a pace
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if !late.held.Load() {
+		t.Fatal("no pipeline found the function missing: the retry was not tested")
 	}
 }
 
