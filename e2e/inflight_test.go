@@ -17,16 +17,16 @@ import (
 
 // inflightConfig is an in-flight limit as envoy/ratelimit-config has it:
 // 5 requests of a tenant at once, each named by its x-request-id, a unit
-// held for at most 2 s.
+// held for at most 4 s.
 const inflightConfig = `domain: inflight
 descriptors:
   - key: tenant
     descriptors:
       - key: request_id
-        rate_limit: {unit: second, unit_multiplier: 2, requests_per_unit: 5, algorithm: concurrency, holder: true}
+        rate_limit: {unit: second, unit_multiplier: 4, requests_per_unit: 5, algorithm: concurrency, holder: true}
 `
 
-const inflightTTL = 2 * time.Second
+const inflightTTL = 4 * time.Second
 
 // TestInFlight drives an in-flight limit as Envoy does (+1 when a request
 // starts, a refund of 1 with apply_on_stream_done when it ends, both
@@ -69,14 +69,19 @@ func TestInFlight(t *testing.T) {
 			if resp := call("dead", false); resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 				t.Fatalf("the first holder: %v; want OK", resp)
 			}
+			// The load runs until the holders have taken 100 turns and
+			// been refused, not for a set time (a loaded machine's second
+			// saw 99), within 3 s: it must end before the dead holder's
+			// unit expires.
 			var (
 				inFlight, most, admitted, refused atomic.Int64
 				wg                                sync.WaitGroup
-				stop                              = time.Now().Add(time.Second)
+				stop                              = time.Now().Add(inflightTTL - time.Second)
 			)
+			taking := func() bool { return admitted.Load() < 100 || refused.Load() == 0 }
 			for c := range 64 {
 				wg.Go(func() {
-					for n := 0; time.Now().Before(stop) && n < 10_000; n++ {
+					for n := 0; taking() && time.Now().Before(stop) && n < 10_000; n++ {
 						holder := fmt.Sprintf("req-%d-%d", c, n)
 						if call(holder, false).GetOverallCode() != rlsv3.RateLimitResponse_OK {
 							refused.Add(1)
@@ -105,7 +110,7 @@ func TestInFlight(t *testing.T) {
 			if left := call("probe", true).GetStatuses()[0].GetLimitRemaining(); left != 4 {
 				t.Errorf("after the load: %d left; want 4 (the dead holder's unit held)", left)
 			}
-			// Within the TTL of its take (a second of load ago), the dead
+			// Within the TTL of its take (at most 3 s of load ago), the dead
 			// holder's unit comes back.
 			waitFor(t, inflightTTL+time.Second, "the dead holder's unit freed by its TTL", func() bool {
 				return call("probe", true).GetStatuses()[0].GetLimitRemaining() == 5
