@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.redisMode, "redis-mode", "direct", "direct (Redis decides every request) or cached (each replica admits from local token buckets and records the admitted hits to Redis in batches, every -flush-interval: the sidecar's async tier in process; overshoot bounded as documented in pkg/localtier; while Redis is unavailable it decides at -local-share and records the hits when Redis returns, in place of -failure-mode)")
 	o.tier.Register(fs)
 	fs.IntVar(&o.redisPool, "redis-pool-size", 16, "Redis connections per node")
-	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "pipelines in flight at once; concurrent decisions are coalesced into them")
+	fs.IntVar(&o.writers, "redis-pipelines", global.DefaultWriters, "the most pipelines in flight at once; concurrent decisions are coalesced into them, fewer while Redis's round trips are mostly its work rather than the wire's delay")
 	fs.StringVar(&o.stateFormat, "redis-state-format", "text", "how the algorithms' states are stored in Redis: text, or packed (0.7 µs less of Redis's time a decision); every server reads both: switch to packed once every server on the Redis is of a version that reads it")
 	fs.DurationVar(&o.recordLinger, "redis-record-linger", global.DefaultRecordLinger, "how long recorded hits (sidecars' flushes, cached mode's tier) wait for others to share a Redis script call with; their answers are on no client's path; 0: none")
 	fs.StringVar(&o.failureMode, "failure-mode", "error", "when the store is unavailable: allow, deny, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides) or local (in-process limits at -local-share)")

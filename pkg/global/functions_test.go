@@ -136,7 +136,8 @@ func (h *lateReader) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // round's replies must not leave the second none (a healthy Redis's calls
 // failed as stalled so, in TestSlowProcessIsNotStalled under load). Other
 // callers keep Redis's replies coming meanwhile, so the watchdog rightly
-// judges nothing.
+// judges nothing: the first caller's first call is the one held, the
+// others start once it is.
 func TestFunctionRetryHasItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
@@ -151,6 +152,9 @@ func TestFunctionRetryHasItsOwnDeadline(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			for g > 0 && !late.held.Load() {
+				time.Sleep(time.Millisecond)
+			}
 			out := make([]Result, 1)
 			for i := 0; i < 10 || !late.released.Load(); i++ {
 				if i > 5000 {

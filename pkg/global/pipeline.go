@@ -12,8 +12,10 @@ import (
 )
 
 // write is one writer: it sends whatever is queued as one pipeline, and
-// shows the watchdog what it has on the wire in fl.
-func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration) {
+// shows the watchdog what it has on the wire in fl. A decision writer
+// (g not nil) takes its first call only once the gate lets its pipeline
+// on the wire.
+func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration, g *gate) {
 	defer r.writers.Done()
 	batch := make([]ref, 0, r.opts.MaxBatch)
 	take := func(c *call) {
@@ -21,8 +23,18 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration) {
 			batch = append(batch, ref{c, c.gen, len(c.keys)})
 		}
 	}
+	depart := func(sent bool) {
+		if g != nil {
+			g.depart(sent)
+		}
+	}
+	wait := time.NewTimer(time.Hour) // the gate's, for this writer
+	wait.Stop()
 	for {
 		batch = batch[:0]
+		if g != nil && !g.enter(r, wait) {
+			return
+		}
 		select {
 		case <-r.stop:
 			return
@@ -43,8 +55,10 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration) {
 			}
 		}
 		if len(batch) == 0 {
+			depart(false)
 			continue
 		}
+		depart(true)
 		// Fused before the watchdog can see them: from then on a call may
 		// be answered, and reused, under the writer.
 		groups := r.fuse(batch)
@@ -55,6 +69,9 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration) {
 		fl.mu.Lock()
 		fl.sentAt, fl.calls = 0, nil
 		fl.mu.Unlock()
+		if g != nil {
+			g.land()
+		}
 	}
 }
 

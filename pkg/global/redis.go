@@ -49,8 +49,10 @@ type RedisOptions struct {
 	// Envoy's default 20ms filter timeout. A pipeline is abandoned on the
 	// wire (its connection closed) only after max(1s, 20 × Timeout).
 	Timeout time.Duration
-	// Writers is the number of pipelines in flight at once, each on its
-	// own connection. Default 4.
+	// Writers is the most pipelines of decisions in flight at once, each
+	// on its own connection; fewer while the round trips say that the time
+	// is spent in Redis's work, not on the wire (pipelinesAllowed). Default
+	// 4.
 	Writers int
 	// MaxBatch bounds the script calls in one pipeline. Default 128.
 	MaxBatch int
@@ -119,6 +121,8 @@ type Redis struct {
 	// rtt is how long pipelines have lately taken, for what counts as
 	// overdue.
 	rtt rttWindow
+	// gate lets the decision writers' pipelines on the wire (gate.go).
+	gate *gate
 	// records queues the calls that only record hits for their own
 	// writer, when they linger (RecordLinger); nil otherwise.
 	records chan *call
@@ -234,6 +238,7 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		queue:    make(chan *call, opts.Writers*opts.MaxBatch),
 		stop:     make(chan struct{}),
 		inflight: make([]inflight, opts.Writers, opts.Writers+1),
+		gate:     newGate(opts.Writers),
 	}
 	if opts.ScriptsOnly {
 		r.fn.off.Store(true)
@@ -250,11 +255,11 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	}
 	for i := range opts.Writers {
 		r.writers.Add(1)
-		go r.write(&r.inflight[i], r.queue, 0)
+		go r.write(&r.inflight[i], r.queue, 0, r.gate)
 	}
 	if r.records != nil {
 		r.writers.Add(1)
-		go r.write(&r.inflight[opts.Writers], r.records, opts.RecordLinger)
+		go r.write(&r.inflight[opts.Writers], r.records, opts.RecordLinger, nil)
 	}
 	r.writers.Add(1)
 	go r.watch()

@@ -57,6 +57,9 @@ func (r *Redis) run(ctx context.Context, c *call, q chan *call, deadline time.Ti
 			return errClosed
 		}
 	}
+	if q == r.queue && len(q) >= r.opts.MaxBatch {
+		r.gate.wake() // for a writer held at the gate: a batch is ready
+	}
 	select {
 	case <-c.done:
 		return nil

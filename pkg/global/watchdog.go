@@ -114,17 +114,21 @@ func (r *Redis) overdueAfter() int64 {
 // rttSlice is how long one slot of rttWindow covers.
 const rttSlice = 250 * time.Millisecond
 
-// rttWindow is the slowest round trip Redis took in each of the last four
-// slices of time: what "slow" has lately meant for it. Round trips on a
-// busy machine are heavy-tailed (Redis waits its turn for a core with the
+// rttWindow is, for each of the last four slices of time, the slowest,
+// the least and the sum of the round trips Redis took: the slowest is what
+// "slow" has lately meant for it (overdueAfter), the least and the mean
+// how much of a round trip is the wire's (pipelinesAllowed). Round trips on
+// a busy machine are heavy-tailed (Redis waits its turn for a core with the
 // rest), so a maximum, not a mean and deviation, tells a Redis that is
 // still answering from one that has stopped. It is safe for concurrent
 // use.
 type rttWindow struct {
 	mu    sync.Mutex
 	slots [4]struct {
-		at   int64 // the slice's number: UnixNano / rttSlice
-		slow time.Duration
+		at          int64 // the slice's number: UnixNano / rttSlice
+		slow, least time.Duration
+		sum         time.Duration
+		n           int64
 	}
 }
 
@@ -134,9 +138,11 @@ func (w *rttWindow) add(now time.Time, rtt time.Duration) {
 	defer w.mu.Unlock()
 	s := &w.slots[n%int64(len(w.slots))]
 	if s.at != n {
-		s.at, s.slow = n, 0
+		s.at, s.slow, s.least, s.sum, s.n = n, 0, rtt, 0, 0
 	}
-	s.slow = max(s.slow, rtt)
+	s.slow, s.least = max(s.slow, rtt), min(s.least, rtt)
+	s.sum += rtt
+	s.n++
 }
 
 // max is the slowest round trip within the last second.
@@ -151,4 +157,27 @@ func (w *rttWindow) max(now time.Time) time.Duration {
 		}
 	}
 	return slow
+}
+
+// spread is the least and the mean round trip within the last second; 0
+// and 0 when none was measured.
+func (w *rttWindow) spread(now time.Time) (least, mean time.Duration) {
+	n := now.UnixNano() / int64(rttSlice)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var sum time.Duration
+	var count int64
+	for _, s := range w.slots {
+		if n-s.at < int64(len(w.slots)) && s.n > 0 {
+			if count == 0 || s.least < least {
+				least = s.least
+			}
+			sum += s.sum
+			count += s.n
+		}
+	}
+	if count == 0 {
+		return 0, 0
+	}
+	return least, sum / time.Duration(count)
 }

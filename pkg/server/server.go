@@ -65,7 +65,8 @@ type Options struct {
 	// StoreTimeout is how long Redis may leave a reply overdue
 	// (global.RedisOptions.Timeout). Default global.DefaultTimeout.
 	StoreTimeout time.Duration
-	// RedisPipelines are the pipelines in flight at once. Default
+	// RedisPipelines are the most pipelines in flight at once
+	// (global.RedisOptions.Writers). Default
 	// global.DefaultWriters.
 	RedisPipelines int
 	// RecordLinger and PackedState: see global.RedisOptions.
