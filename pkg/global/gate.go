@@ -41,14 +41,19 @@ func (g *gate) enter(r *Redis, wait *time.Timer) bool {
 		if ok {
 			g.listening = true
 		}
+		flying := g.flying
 		g.mu.Unlock()
 		if ok {
 			return true
 		}
-		wait.Reset(late)
+		var timeout <-chan time.Time
+		if flying > 0 { // to see one grow late; an idle store wakes nobody
+			wait.Reset(late)
+			timeout = wait.C
+		}
 		select {
 		case <-g.wakeup:
-		case <-wait.C:
+		case <-timeout:
 		case <-r.stop:
 			wait.Stop()
 			return false
