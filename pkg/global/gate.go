@@ -32,9 +32,10 @@ func newGate(writers int) *gate {
 // (one slow connection, say a lost segment waiting for its retransmission,
 // must not hold the rest), or a whole batch is queued (waiting would
 // gather no more). wait is the caller's own stopped timer. False when stop
-// closes first.
+// closes first. A nil gate lets every writer through, as do its depart and
+// land.
 func (g *gate) enter(r *Redis, wait *time.Timer) bool {
-	for {
+	for g != nil {
 		allowed, late := r.pipelinesAllowed()
 		g.mu.Lock()
 		ok := !g.listening && (g.flying < allowed || r.batchQueued() || g.flying-r.outLongerThan(late) < allowed)
@@ -60,12 +61,16 @@ func (g *gate) enter(r *Redis, wait *time.Timer) bool {
 		}
 		wait.Stop()
 	}
+	return true
 }
 
 // depart says the writer that entered has taken its calls: its pipeline
 // is in flight (unless sent is false: it took none) and the next writer
 // may enter.
 func (g *gate) depart(sent bool) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	g.listening = false
 	if sent {
@@ -77,6 +82,9 @@ func (g *gate) depart(sent bool) {
 
 // land says a pipeline's replies are read.
 func (g *gate) land() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	g.flying--
 	g.mu.Unlock()

@@ -13,8 +13,8 @@ import (
 
 // write is one writer: it sends whatever is queued as one pipeline, and
 // shows the watchdog what it has on the wire in fl. A decision writer
-// (g not nil) takes its first call only once the gate lets its pipeline
-// on the wire.
+// takes its first call only once g lets its pipeline on the wire; the
+// records writer has none (nil).
 func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration, g *gate) {
 	defer r.writers.Done()
 	batch := make([]ref, 0, r.opts.MaxBatch)
@@ -23,16 +23,11 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration, g *g
 			batch = append(batch, ref{c, c.gen, len(c.keys)})
 		}
 	}
-	depart := func(sent bool) {
-		if g != nil {
-			g.depart(sent)
-		}
-	}
 	wait := time.NewTimer(time.Hour) // the gate's, for this writer
 	wait.Stop()
 	for {
 		batch = batch[:0]
-		if g != nil && !g.enter(r, wait) {
+		if !g.enter(r, wait) {
 			return
 		}
 		select {
@@ -55,10 +50,10 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration, g *g
 			}
 		}
 		if len(batch) == 0 {
-			depart(false)
+			g.depart(false)
 			continue
 		}
-		depart(true)
+		g.depart(true)
 		// Fused before the watchdog can see them: from then on a call may
 		// be answered, and reused, under the writer.
 		groups := r.fuse(batch)
@@ -69,9 +64,7 @@ func (r *Redis) write(fl *inflight, queue chan *call, linger time.Duration, g *g
 		fl.mu.Lock()
 		fl.sentAt, fl.calls = 0, nil
 		fl.mu.Unlock()
-		if g != nil {
-			g.land()
-		}
+		g.land()
 	}
 }
 
