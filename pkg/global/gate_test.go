@@ -75,9 +75,10 @@ func (c slowWire) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// onWire runs callers that decide calls each on rs and returns the most
-// pipelines seen on the wire at once after the first warm calls of each.
-func onWire(t *testing.T, rs *Redis, callers, warm, calls int) int {
+// onWire runs callers that decide calls each on rs, caller g pausing
+// g × stagger before each, and returns the most pipelines seen on the wire
+// at once after the first warm calls of each.
+func onWire(t *testing.T, rs *Redis, callers, warm, calls int, stagger time.Duration) int {
 	t.Helper()
 	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1 << 30, Window: sec, Burst: 1 << 30}
 	prefix := redistest.Prefix(t)
@@ -93,6 +94,7 @@ func onWire(t *testing.T, rs *Redis, callers, warm, calls int) int {
 				if i == warm {
 					warmed.Done()
 				}
+				time.Sleep(time.Duration(g) * stagger)
 				if err := rs.Decide(context.Background(), []Item{{Key: Key(prefix, fmt.Sprint(g, i)), Params: p, Cost: 1}}, out); err != nil {
 					t.Errorf("caller %d, call %d: %v", g, i, err)
 				}
@@ -140,11 +142,13 @@ func slowClient(t *testing.T, srv *redistest.Server, d time.Duration, n int64) *
 // Across a network, where the wire's delay is most of the round trip, the
 // writers' pipelines go out together: a call waits for no other's reply.
 // (A wire of 20 ms, so that a loaded machine's scheduling delays stay a
-// small part of it.)
+// small part of it; the callers' calls spread over it, where callers that
+// all start together would all be answered together, and the writer
+// waiting for calls would take every one of them into a single pipeline.)
 func TestPipelinesFillASlowWire(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := newRedisStore(t, RedisOptions{Client: slowClient(t, srv, 20*time.Millisecond, 0), Timeout: time.Second})
-	if most := onWire(t, rs, 32, 3, 6); most < 2 {
+	if most := onWire(t, rs, 8, 3, 6, 2500*time.Microsecond); most < 2 {
 		t.Errorf("at most %d pipeline on a 20 ms wire at once; want several", most)
 	}
 }
@@ -166,7 +170,7 @@ func TestOnePipelineWhenRedisIsTheWait(t *testing.T) {
 	if allowed, _ := rs.pipelinesAllowed(); allowed != 1 {
 		t.Fatalf("%d pipelines allowed after the seeded round trips; want 1", allowed)
 	}
-	if most := onWire(t, rs, 32, 0, 3); most != 1 {
+	if most := onWire(t, rs, 32, 0, 3, 0); most != 1 {
 		t.Errorf("%d pipelines on the wire at once; want one", most)
 	}
 }
