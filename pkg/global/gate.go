@@ -38,7 +38,8 @@ func (g *gate) enter(r *Redis, wait *time.Timer) bool {
 	for g != nil {
 		allowed, late := r.pipelinesAllowed()
 		g.mu.Lock()
-		ok := !g.listening && (g.flying < allowed || r.batchQueued() || g.flying-r.outLongerThan(late) < allowed)
+		ok := !g.listening && (g.flying < allowed || r.batchQueued() ||
+			g.flying-outLongerThan(r.inflight[:r.opts.Writers], time.Now().UnixNano(), late.Nanoseconds()) < allowed)
 		if ok {
 			g.listening = true
 		}
@@ -132,21 +133,6 @@ func pipelinesFor(writers int, least, mean time.Duration) (allowed int, late tim
 // lateFloor is the least time after which a pipeline in flight no longer
 // holds others back.
 const lateFloor = 500 * time.Microsecond
-
-// outLongerThan is how many decision pipelines have been on the wire for
-// longer than d.
-func (r *Redis) outLongerThan(d time.Duration) int {
-	n, now := 0, time.Now().UnixNano()
-	for i := range r.opts.Writers {
-		fl := &r.inflight[i]
-		fl.mu.Lock()
-		if fl.sentAt != 0 && now-fl.sentAt > d.Nanoseconds() {
-			n++
-		}
-		fl.mu.Unlock()
-	}
-	return n
-}
 
 // batchQueued reports whether a whole batch waits for a writer.
 func (r *Redis) batchQueued() bool { return len(r.queue) >= r.opts.MaxBatch }

@@ -111,16 +111,7 @@ func onWire(t *testing.T, rs *Redis, callers, warm, calls int, stagger time.Dura
 			return most
 		case <-time.After(50 * time.Microsecond):
 		}
-		n := 0
-		for i := range rs.opts.Writers {
-			fl := &rs.inflight[i]
-			fl.mu.Lock()
-			if fl.sentAt != 0 {
-				n++
-			}
-			fl.mu.Unlock()
-		}
-		most = max(most, n)
+		most = max(most, outLongerThan(rs.inflight[:rs.opts.Writers], time.Now().UnixNano(), -1))
 	}
 }
 

@@ -81,16 +81,23 @@ func (r *Redis) overdue(now time.Time) bool {
 	if now.UnixNano()-r.lastReply.Load() <= timeout {
 		return false
 	}
-	for i := range r.inflight {
-		fl := &r.inflight[i]
+	return outLongerThan(r.inflight, now.UnixNano(), timeout) > 0
+}
+
+// outLongerThan is how many of the pipelines in fls have been on the wire
+// for longer than d ns at now (UnixNano); with d negative, every one on
+// the wire.
+func outLongerThan(fls []inflight, now, d int64) int {
+	n := 0
+	for i := range fls {
+		fl := &fls[i]
 		fl.mu.Lock()
-		late := fl.sentAt != 0 && now.UnixNano()-fl.sentAt > timeout
-		fl.mu.Unlock()
-		if late {
-			return true
+		if fl.sentAt != 0 && now-fl.sentAt > d {
+			n++
 		}
+		fl.mu.Unlock()
 	}
-	return false
+	return n
 }
 
 // noteReply records that Redis answered a pipeline sent at sent, when err
