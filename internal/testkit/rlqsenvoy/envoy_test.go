@@ -85,26 +85,34 @@ func TestInitialReport(t *testing.T) {
 
 // client_test.cc:397 BasicUsageReporting, integration_test.cc:1045
 // BasicFlowPeriodicalReport: every 5 s one report of every bucket, with
-// the counts since the last and whole seconds elapsed.
+// the counts since the last and whole seconds elapsed; every second with
+// the report period pull request 47104 makes configurable.
 func TestPeriodicReport(t *testing.T) {
-	r := &recorder{}
-	e := newEnvoy(r)
-	e.Request(id("a"), Settings{}, t0)
-	for range 3 {
-		e.Request(id("a"), Settings{}, t0.Add(time.Second))
-	}
-	e.Tick(t0.Add(4900 * time.Millisecond))
-	if len(r.sent) != 1 {
-		t.Fatalf("before 5 s: %d reports; want only the first", len(r.sent))
-	}
-	e.Tick(t0.Add(5 * time.Second))
-	u := r.sent[1].GetBucketQuotaUsages()
-	if len(u) != 1 || u[0].GetNumRequestsAllowed() != 3 || u[0].GetTimeElapsed().AsDuration() != 5*time.Second {
-		t.Fatalf("periodic report: %v; want 3 allowed over 5 s", u)
-	}
-	e.Tick(t0.Add(10 * time.Second))
-	if u := r.sent[2].GetBucketQuotaUsages(); u[0].GetNumRequestsAllowed() != 0 {
-		t.Errorf("the next: %v; want the counts reset", u)
+	for _, every := range []time.Duration{ReportInterval, time.Second} {
+		t.Run(every.String(), func(t *testing.T) {
+			r := &recorder{}
+			e := newEnvoy(r)
+			if every != ReportInterval {
+				e = NewReporting("d", func() (Stream, error) { return r, nil }, every)
+			}
+			e.Request(id("a"), Settings{}, t0)
+			for range 3 {
+				e.Request(id("a"), Settings{}, t0.Add(every/2))
+			}
+			e.Tick(t0.Add(every - 100*time.Millisecond))
+			if len(r.sent) != 1 {
+				t.Fatalf("before %v: %d reports; want only the first", every, len(r.sent))
+			}
+			e.Tick(t0.Add(every))
+			u := r.sent[1].GetBucketQuotaUsages()
+			if len(u) != 1 || u[0].GetNumRequestsAllowed() != 3 || u[0].GetTimeElapsed().AsDuration() != every {
+				t.Fatalf("periodic report: %v; want 3 allowed over %v", u, every)
+			}
+			e.Tick(t0.Add(2 * every))
+			if u := r.sent[2].GetBucketQuotaUsages(); u[0].GetNumRequestsAllowed() != 0 {
+				t.Errorf("the next: %v; want the counts reset", u)
+			}
+		})
 	}
 }
 
