@@ -16,8 +16,10 @@
 # How the two cores are shared, the same for every row: everything on the
 # serving side (the do-nothing handler; or redis-server, the server and the
 # sidecar; or redis-server and the reference) is pinned to core 0 with
-# taskset, the load generator to core 1. GOGC and GOMAXPROCS are left to the
-# environment, the same for every process. Each point: a warm-up (-w), then
+# taskset, the load generator to core 1. sluice's processes, the do-nothing
+# handler and the load generator collect garbage at the daemons' defaults
+# (-gc-percent 400, -memory-limit auto); the reference at its own (GOGC from
+# the environment); GOMAXPROCS is left to the environment. Each point: a warm-up (-w), then
 # the measured phase; 4 gRPC connections (fewer callers: one each). A round
 # runs every scenario once; rounds alternate so that a noisy minute on a
 # shared machine falls on every configuration alike.

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 	"github.com/sluicehq/sluice/internal/tools/loadgen"
 )
 
@@ -42,6 +44,10 @@ type config struct {
 	dist      string
 	json      bool
 	serveNoop string
+	// gc is the collector's setting, the daemons' flags and defaults: the
+	// do-nothing handler's ceiling is measured on the daemons' terms, and
+	// the load generator spends as little of its core on collecting.
+	gc serve.GCFlags
 }
 
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
@@ -81,6 +87,7 @@ Targets must be loopback addresses unless -allow-remote. Flags:
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a non-loopback -target or -redis-addr (forbidden by this machine's policy)")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as one JSON object on stdout")
 	fs.StringVar(&cfg.serveNoop, "serve-noop", "", "serve the do-nothing RLS handler on `addr` (e.g. 127.0.0.1:9999) until interrupted, instead of driving a target")
+	cfg.gc.Register(fs) // -gc-percent, -memory-limit: as the daemons'
 	fs.Func("hits", "`N`: hits_addend of every request (0: unset, which servers read as 1)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 32)
 		o.HitsAddend = uint32(n)
@@ -117,6 +124,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cfg.opts.Dist = loadgen.Distribution(cfg.dist)
+	if err := cfg.gc.Validate(); err != nil {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return exitUsage
+	}
+	cfg.gc.Apply(slog.New(slog.DiscardHandler))
 
 	if cfg.serveNoop != "" {
 		if cfg.opts.Target != "" {
@@ -152,8 +164,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// serveNoop serves loadgen.NoopService on addr until ctx is done. GOGC and
-// GOMAXPROCS are left to the environment, as for the real server.
+// serveNoop serves loadgen.NoopService on addr until ctx is done, its
+// collector set by -gc-percent and -memory-limit as the daemons' are, and
+// GOMAXPROCS left to the environment, as for them.
 func serveNoop(ctx context.Context, addr string, stderr io.Writer) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/daemon/serve"
 )
 
 // syncBuffer is a bytes.Buffer safe to write from the server goroutine while
@@ -78,6 +81,7 @@ func TestJSONRunAgainstServeNoop(t *testing.T) {
 		Latency                              map[string]float64 `json:"latency_us"`
 		Dist                                 string
 		Conns, Concurrency                   int
+		GOGC                                 string
 	}
 	raw := stdout.String()
 	dec := json.NewDecoder(strings.NewReader(raw))
@@ -95,6 +99,10 @@ func TestJSONRunAgainstServeNoop(t *testing.T) {
 	}
 	if res.Dist != "zipf" || res.Conns != 2 || res.Concurrency != 8 {
 		t.Fatalf("dist %q conns %d concurrency %d; want zipf, 2, 8", res.Dist, res.Conns, res.Concurrency)
+	}
+	// The collector as the daemons run it (-gc-percent overrides GOGC).
+	if want := strconv.Itoa(serve.DefaultGCPercent); res.GOGC != want {
+		t.Errorf("gogc %q; want -gc-percent's default %s", res.GOGC, want)
 	}
 }
 
@@ -127,6 +135,8 @@ func TestUsageErrors(t *testing.T) {
 		{"hits out of range", []string{"-target", "127.0.0.1:1", "-hits", "4294967296"}, exitUsage, "hits"},
 		{"bad dist", []string{"-target", "127.0.0.1:1", "-dist", "pareto"}, exitError, "dist"},
 		{"stray argument", []string{"-target", "127.0.0.1:1", "extra"}, exitUsage, "unexpected arguments"},
+		{"collector off, unbounded", []string{"-target", "127.0.0.1:1", "-gc-percent", "-1", "-memory-limit", "off"}, exitUsage, "nothing would ever collect"},
+		{"zero gc percent", []string{"-target", "127.0.0.1:1", "-gc-percent", "0"}, exitUsage, "-gc-percent 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +159,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	for _, flag := range []string{"target", "conns", "concurrency", "duration", "requests", "rate", "domain",
 		"descriptors", "keys", "dist", "zipf-s", "seed", "hits", "redis-addr", "json", "timeout", "warmup",
-		"allow-remote", "serve-noop", "cache-keys"} {
+		"allow-remote", "serve-noop", "cache-keys", "gc-percent", "memory-limit"} {
 		if !strings.Contains(stderr.String(), "  -"+flag+" ") && !strings.Contains(stderr.String(), "  -"+flag+"\n") {
 			t.Errorf("-h does not document -%s", flag)
 		}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
+	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,10 +274,13 @@ func scheduledSends(d time.Duration, interval float64, limit int64) int64 {
 	return n
 }
 
-// gogcSetting names the garbage collector target in force, for the record.
+// gogcSetting names the garbage collector target in force, for the
+// record: the runtime's (set by GOGC, or by cmd/loadgen's -gc-percent).
 func gogcSetting() string {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		return v
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return "unknown"
 	}
-	return "100 (default)"
+	return strconv.FormatUint(s[0].Value.Uint64(), 10)
 }
