@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
@@ -279,8 +280,11 @@ func scheduledSends(d time.Duration, interval float64, limit int64) int64 {
 func gogcSetting() string {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
+	switch {
+	case s[0].Value.Kind() != metrics.KindUint64:
 		return "unknown"
+	case s[0].Value.Uint64() > math.MaxInt32: // -1 as a uint64
+		return "off"
 	}
 	return strconv.FormatUint(s[0].Value.Uint64(), 10)
 }

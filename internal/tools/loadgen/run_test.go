@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -350,4 +351,17 @@ func BenchmarkClosedLoopNoop(b *testing.B) {
 	}
 	b.ReportMetric(res.RPS, "decided/s")
 	b.ReportMetric(res.ClientAllocsPerReq, "client-allocs/req")
+}
+
+// TestGOGCSetting records the collector in force, off included (the
+// runtime's metric reads -1 as a uint64).
+func TestGOGCSetting(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(250))
+	if got := gogcSetting(); got != "250" {
+		t.Errorf("at 250: %q", got)
+	}
+	debug.SetGCPercent(-1)
+	if got := gogcSetting(); got != "off" {
+		t.Errorf("off: %q", got)
+	}
 }
