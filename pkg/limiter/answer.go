@@ -47,6 +47,8 @@ type Answer struct {
 	Statuses []Status
 	Headers  []Header
 	Body     []byte
+	// owner is the decision holding the answer, until Service.Done.
+	owner *decision
 }
 
 // Status is the answer for one descriptor.

@@ -148,3 +148,36 @@ func TestCodesAndTimesOnly(t *testing.T) {
 		t.Errorf("%s, status %+v, headers %v, body %q; want OVER_LIMIT, retry in 45s, nothing else", verdict(a), st, a.Headers, a.Body)
 	}
 }
+
+// TestDoneReusesNothingStale: an answer handed back with Done lends its
+// space to a later request, which sees none of it: a 429's five headers,
+// body and statuses, then an unlimited request's one status and nothing
+// else. A second Done does nothing: two answers taken after it are two.
+// (The pool may drop what it is given, under the race detector at random:
+// hence the rounds.)
+func TestDoneReusesNothingStale(t *testing.T) {
+	h := start(t, Options{})
+	for round := range 8 {
+		r := edge(desc("remote_address", fmt.Sprintf("203.0.113.%d", round)))
+		for range 3 {
+			h.svc.Done(h.decide(t, r))
+		}
+		a := h.decide(t, r)
+		if verdict(a) != "OVER_LIMIT:OVER_LIMIT" || len(a.Headers) != 5 || a.Body == nil {
+			t.Fatalf("fourth request: %s, %d headers, body %q; want a 429's", verdict(a), len(a.Headers), a.Body)
+		}
+		h.svc.Done(a)
+		h.svc.Done(a)
+		b, c := h.decide(t, edge(desc("open", "x"))), h.decide(t, edge(desc("open", "y")))
+		for _, x := range []*Answer{b, c} {
+			if verdict(x) != "OK:OK" || x.Headers != nil || x.Body != nil || x.Statuses[0].Limited || x.Statuses[0].Limit != nil {
+				t.Fatalf("after Done: %s, headers %v, body %q, status %+v; want a bare OK", verdict(x), x.Headers, x.Body, x.Statuses[0])
+			}
+		}
+		if b == c {
+			t.Fatal("two answers in one space: Done gave one decision back twice")
+		}
+		h.svc.Done(b)
+		h.svc.Done(c)
+	}
+}

@@ -61,7 +61,8 @@ type decision struct {
 // descriptor, see DecideOptions.Paths), each descriptor's limit is the one
 // its path names, and no limit replaces another.
 func (s *Service) plan(cfg *config.Config, req Request, paths []string) *decision {
-	d := &decision{cfg: cfg, batch: Batch{Request: req}}
+	d := s.decisions.Get().(*decision)
+	*d = decision{cfg: cfg, batch: Batch{Request: req}}
 	n := req.Len()
 	var matched []*config.Limit
 	if n <= smallRequest {

@@ -181,6 +181,10 @@ type Service struct {
 	// flagsMu orders a purge against flags being added (read-locked).
 	flagsCfg atomic.Pointer[config.Config]
 	flagsMu  sync.RWMutex
+
+	// decisions are the decisions given back by Done, for the next
+	// requests: a decision is the request path's largest allocation.
+	decisions sync.Pool
 }
 
 // New returns a Service.
@@ -197,12 +201,13 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, logs: newLogLimiter(10, time.Second)}, nil
+	s := &Service{opts: opts, logs: newLogLimiter(10, time.Second)}
+	s.decisions.New = func() any { return new(decision) }
+	return s, nil
 }
 
-// Decide decides req and answers it. The answer lives until the next call
-// only in the sense that nothing else writes it: it is the caller's.
-// Errors: *InvalidError for a request that cannot be decided,
+// Decide decides req and answers it. The answer is the caller's until it
+// hands it back with Done, if it does. Errors: *InvalidError for a request that cannot be decided,
 // ErrUnavailable (wrapped) when the store could not decide and the failure
 // mode says so, ErrNoConfig, or the context's.
 func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*Answer, error) {
@@ -212,7 +217,22 @@ func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*An
 		return nil, err
 	}
 	s.count(&d.answer, nil, d.source)
+	d.answer.owner = d
 	return &d.answer, nil
+}
+
+// Done hands back an answer Decide gave, which the caller and everything
+// it gave the answer to will not read again (strings taken from it
+// excepted: they are immutable), so that its space serves a later
+// request. Calling it is optional; a second call on one answer does
+// nothing.
+func (s *Service) Done(a *Answer) {
+	if a == nil || a.owner == nil {
+		return
+	}
+	d := a.owner
+	a.owner = nil
+	s.decisions.Put(d)
 }
 
 func (s *Service) decide(ctx context.Context, req Request, o DecideOptions) (*decision, error) {

@@ -189,6 +189,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.dynamic && sidecar == "" {
 		resp.DynamicMetadata = dynamicMetadata(req, a)
 	}
+	s.core.Done(a) // resp copies what it needs of a
 	return resp, nil
 }
 
