@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# sidebyside.sh: the CPU a request of this tree's server against another
+# revision's, both running at once on core 0, for levers too small for
+# bench/run.sh to see.
+#
+# On a shared machine one binary's CPU a request moves 20-30 % from minute
+# to minute, so two binaries measured one after the other differ by the
+# minute more than by a lever of a few percent. Here both servers share
+# core 0 at the same time, and its noise: each has its own load generator
+# on core 1 (half the callers each, on keys of its own, a warm-up, then the
+# measured phase, both at once), and each reports its own server's CPU a
+# request (loadgen -cpu-pids). The ratio of the two is steady to within a
+# percent from run to run. A server on one port measures a little dearer
+# than on the other (about 1 % on this machine), so the runs alternate
+# which binary takes which port, and the result is the geometric mean of
+# the two orientations' medians, which cancels that.
+#
+# Scenarios: memory (the in-memory store, 10k keys) and redis (both servers
+# on one redis-server, also on core 0, 10k keys each).
+#
+# Usage: bench/sidebyside.sh -r REV [-n 6] [-d 8s] [-w 2s] [-s "memory redis"]
+#   -r  the git revision to measure against (built in a worktree)
+#   -n  runs per scenario, alternating the ports (even: at least 2)
+#   -d  measured phase; -w warm-up
+# Prints each run's ratio (this tree ÷ REV, CPU a request) and, per
+# scenario, the result. A run with a failed request fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=6
+dur=8s
+warm=2s
+scenarios="memory redis"
+rev=""
+while getopts "r:n:d:w:s:" opt; do
+  case $opt in
+    r) rev=$OPTARG ;;
+    n) runs=$OPTARG ;;
+    d) dur=$OPTARG ;;
+    w) warm=$OPTARG ;;
+    s) scenarios=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+[ -n "$rev" ] || { echo "usage: bench/sidebyside.sh -r REV [-n runs] [-d 8s] [-w 2s] [-s \"memory redis\"]" >&2; exit 2; }
+for tool in redis-server taskset python3; do
+  command -v $tool >/dev/null || { echo "bench/sidebyside.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
+done
+
+bin=$(mktemp -d)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  git worktree remove --force "$bin/src" 2>/dev/null || true
+  rm -rf "$bin"
+}
+trap cleanup EXIT
+go build -o "$bin/" ./cmd/loadgen ./cmd/server
+mv "$bin/server" "$bin/this"
+git worktree add -f -q --detach "$bin/src" "$rev"
+(cd "$bin/src" && go build -o "$bin/before" ./cmd/server)
+cat > "$bin/limits.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+YAML
+
+wait_port() {
+  for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
+  echo "nothing listens on :$1" >&2; exit 1
+}
+
+# one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083; prints
+# SECOND's CPU a request over FIRST's.
+one() {
+  local scenario=$1 first=$2 second=$3 tag=$4 store=()
+  if [ "$scenario" = redis ]; then
+    store=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms)
+    "$bin/this" -h 2>&1 | grep -q -- -redis-state-format && store+=(-redis-state-format packed)
+  fi
+  taskset -c 0 "$bin/$first" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 -log-level warn "${store[@]}" >/dev/null 2>&1 &
+  local p1=$!
+  taskset -c 0 "$bin/$second" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18083 -http-addr 127.0.0.1:18082 -log-level warn "${store[@]}" >/dev/null 2>&1 &
+  local p2=$!
+  wait_port 18081
+  wait_port 18083
+  local common=(-concurrency 32 -conns 2 -domain bench -keys 10000)
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "client=$tag.1.%d" -duration "$warm" >/dev/null &
+  local w1=$!
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "client=$tag.2.%d" -duration "$warm" >/dev/null &
+  wait $w1 $!
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "client=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" -json >"$bin/j1" &
+  local l1=$!
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "client=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" -json >"$bin/j2" &
+  wait $l1 $!
+  kill $p1 $p2
+  wait $p1 $p2 2>/dev/null || true
+  python3 - "$bin/j1" "$bin/j2" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for r in (a, b):
+    if r["errors"] or r["unknown"]:
+        sys.exit("a run with failed requests: %d errors, %d unknown" % (r["errors"], r["unknown"]))
+print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
+PY
+}
+
+if [[ " $scenarios " == *" redis "* ]]; then
+  taskset -c 0 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  wait_port 16399
+fi
+echo "this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')) against $rev: CPU a request, side by side on core 0; $runs runs a scenario of $dur"
+for scenario in $scenarios; do
+  ratios=()
+  for i in $(seq "$runs"); do
+    if (( i % 2 )); then
+      read -r r c1 c2 q1 q2 < <(one "$scenario" before this "s$scenario$i$RANDOM")
+      echo "  $scenario run $i: $rev on :18081 ${c1} µs, this on :18083 ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $r"
+      ratios+=("a$r")
+    else
+      read -r r c1 c2 q1 q2 < <(one "$scenario" this before "s$scenario$i$RANDOM")
+      echo "  $scenario run $i: this on :18081 ${c1} µs, $rev on :18083 ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $(python3 -c "print('%.4f' % (1 / $r))")"
+      ratios+=("b$r")
+    fi
+  done
+  python3 - "${ratios[@]}" <<PY
+import statistics, sys
+a = [float(x[1:]) for x in sys.argv[1:] if x[0] == "a"]  # this ÷ before, this on the second port
+b = [float(x[1:]) for x in sys.argv[1:] if x[0] == "b"]  # before ÷ this, before on the second port
+if not a or not b:
+    sys.exit("$scenario: need runs in both orientations (-n 2 at least)")
+ma, mb = statistics.median(a), statistics.median(b)
+print("$scenario: this ÷ $rev = %.3f (medians %.3f with this on the second port, %.3f on the first; the second port's own cost %.3f)" % ((ma / mb) ** 0.5, ma, 1 / mb, (ma * mb) ** 0.5))
+PY
+done
