@@ -207,9 +207,10 @@ func New(opts Options) (*Service, error) {
 }
 
 // Decide decides req and answers it. The answer is the caller's until it
-// hands it back with Done, if it does. Errors: *InvalidError for a request that cannot be decided,
-// ErrUnavailable (wrapped) when the store could not decide and the failure
-// mode says so, ErrNoConfig, or the context's.
+// hands it back with Done, if it does. Errors: *InvalidError for a
+// request that cannot be decided, ErrUnavailable (wrapped) when the store
+// could not decide and the failure mode says so, ErrNoConfig, or the
+// context's.
 func (s *Service) Decide(ctx context.Context, req Request, o DecideOptions) (*Answer, error) {
 	d, err := s.decide(ctx, req, o)
 	if err != nil {
