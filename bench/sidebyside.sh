@@ -16,9 +16,12 @@
 # the two orientations' medians, which cancels that.
 #
 # Scenarios: memory (the in-memory store, 10k keys) and redis (both servers
-# on one redis-server, also on core 0, 10k keys each).
+# on one redis-server, also on core 0, 10k keys each); sidecar: two async
+# sidecars (this tree's and REV's localfilter) side by side in front of one
+# of this tree's servers on Redis, all on core 0, 10k loose keys each, the
+# sidecars' own CPU a request compared.
 #
-# Usage: bench/sidebyside.sh -r REV [-n 6] [-d 8s] [-w 2s] [-s "memory redis"]
+# Usage: bench/sidebyside.sh -r REV [-n 6] [-d 8s] [-w 2s] [-s "memory redis sidecar"]
 #   -r  the git revision to measure against (built in a worktree)
 #   -n  runs per scenario, alternating the ports (even: at least 2)
 #   -d  measured phase; -w warm-up
@@ -54,16 +57,23 @@ cleanup() {
   rm -rf "$bin"
 }
 trap cleanup EXIT
-go build -o "$bin/" ./cmd/loadgen ./cmd/server
+go build -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter
 mv "$bin/server" "$bin/this"
+mv "$bin/localfilter" "$bin/this-sidecar"
+cp "$bin/this" "$bin/server"
 git worktree add -f -q --detach "$bin/src" "$rev"
-(cd "$bin/src" && go build -o "$bin/before" ./cmd/server)
+(cd "$bin/src" && go build -o "$bin/before" ./cmd/server && go build -o "$bin/before-sidecar" ./cmd/localfilter)
+# The bench's limits: loose keys for the sidecars (bench/run.sh's).
 cat > "$bin/limits.yaml" <<'YAML'
 domain: bench
 descriptors:
   - key: client
     rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+  - key: loose
+    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
 YAML
+echo "bench-sidecar $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$bin/tokens"
+cut -d' ' -f2 "$bin/tokens" > "$bin/token"
 
 wait_port() {
   for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
@@ -73,39 +83,57 @@ wait_port() {
 # one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083; prints
 # SECOND's CPU a request over FIRST's.
 one() {
-  local scenario=$1 first=$2 second=$3 tag=$4 store=()
-  if [ "$scenario" = redis ]; then
-    store=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms)
-    "$bin/this" -h 2>&1 | grep -q -- -redis-state-format && store+=(-redis-state-format packed)
+  local scenario=$1 first=$2 second=$3 tag=$4 store=() key=client extra=() central=()
+  local redis=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms)
+  "$bin/this" -h 2>&1 | grep -q -- -redis-state-format && redis+=(-redis-state-format packed)
+  [ "$scenario" = redis ] && store=("${redis[@]}")
+  local ports=(18081 18083)
+  if [ "$scenario" = sidecar ]; then
+    # One server of this tree's behind both sidecars; they are compared.
+    taskset -c 0 "$bin/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18085 -http-addr 127.0.0.1:18084 -log-level warn "${redis[@]}" \
+      -sidecar-tokens "$bin/tokens" -sidecar-tokens-plaintext >/dev/null 2>&1 &
+    central=($!)
+    wait_port 18085
+    first=$first-sidecar second=$second-sidecar key=loose ports=(19081 19083)
+    local sc=(-config "$bin/limits.yaml" -upstream 127.0.0.1:18085 -mode async -upstream-timeout 100ms -log-level warn
+      -upstream-token-file "$bin/token" -upstream-token-plaintext)
+    taskset -c 0 "$bin/$first" "${sc[@]}" -grpc-addr 127.0.0.1:19081 -http-addr 127.0.0.1:19080 >/dev/null 2>&1 &
+    local p1=$!
+    taskset -c 0 "$bin/$second" "${sc[@]}" -grpc-addr 127.0.0.1:19083 -http-addr 127.0.0.1:19082 >/dev/null 2>&1 &
+    local p2=$!
+  else
+    taskset -c 0 "$bin/$first" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 -log-level warn "${store[@]}" >/dev/null 2>&1 &
+    local p1=$!
+    taskset -c 0 "$bin/$second" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18083 -http-addr 127.0.0.1:18082 -log-level warn "${store[@]}" >/dev/null 2>&1 &
+    local p2=$!
   fi
-  taskset -c 0 "$bin/$first" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18081 -http-addr 127.0.0.1:18080 -log-level warn "${store[@]}" >/dev/null 2>&1 &
-  local p1=$!
-  taskset -c 0 "$bin/$second" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18083 -http-addr 127.0.0.1:18082 -log-level warn "${store[@]}" >/dev/null 2>&1 &
-  local p2=$!
-  wait_port 18081
-  wait_port 18083
+  wait_port "${ports[0]}"
+  wait_port "${ports[1]}"
   local common=(-concurrency 32 -conns 2 -domain bench -keys 10000)
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "client=$tag.1.%d" -duration "$warm" >/dev/null &
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[0]}" "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$warm" >/dev/null &
   local w1=$!
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "client=$tag.2.%d" -duration "$warm" >/dev/null &
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[1]}" "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$warm" >/dev/null &
   wait $w1 $!
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "client=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" -json >"$bin/j1" &
+  # A sidecar's run in which it decided anything without the servers fails.
+  [ "$scenario" = sidecar ] && extra=(-tier-metrics-url http://127.0.0.1:19080/metrics)
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[0]}" "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" "${extra[@]}" -json >"$bin/j1" &
   local l1=$!
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "client=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" -json >"$bin/j2" &
+  [ "$scenario" = sidecar ] && extra=(-tier-metrics-url http://127.0.0.1:19082/metrics)
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[1]}" "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" "${extra[@]}" -json >"$bin/j2" &
   wait $l1 $!
-  kill $p1 $p2
-  wait $p1 $p2 2>/dev/null || true
+  kill $p1 $p2 "${central[@]}"
+  wait $p1 $p2 "${central[@]}" 2>/dev/null || true
   python3 - "$bin/j1" "$bin/j2" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 for r in (a, b):
-    if r["errors"] or r["unknown"]:
-        sys.exit("a run with failed requests: %d errors, %d unknown" % (r["errors"], r["unknown"]))
+    if r["errors"] or r["unknown"] or r.get("tier_faults"):
+        sys.exit("a failed run: %d errors, %d unknown, tier faults %s" % (r["errors"], r["unknown"], r.get("tier_faults")))
 print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
 PY
 }
 
-if [[ " $scenarios " == *" redis "* ]]; then
+if [[ " $scenarios " == *" redis "* || " $scenarios " == *" sidecar "* ]]; then
   taskset -c 0 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
   wait_port 16399
 fi
@@ -115,11 +143,11 @@ for scenario in $scenarios; do
   for i in $(seq "$runs"); do
     if (( i % 2 )); then
       read -r r c1 c2 q1 q2 < <(one "$scenario" before this "s$scenario$i$RANDOM")
-      echo "  $scenario run $i: $rev on :18081 ${c1} µs, this on :18083 ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $r"
+      echo "  $scenario run $i: $rev on the first port ${c1} µs, this on the second ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $r"
       ratios+=("a$r")
     else
       read -r r c1 c2 q1 q2 < <(one "$scenario" this before "s$scenario$i$RANDOM")
-      echo "  $scenario run $i: this on :18081 ${c1} µs, $rev on :18083 ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $(python3 -c "print('%.4f' % (1 / $r))")"
+      echo "  $scenario run $i: this on the first port ${c1} µs, $rev on the second ${c2} µs ($q1 and $q2 req/s): this ÷ $rev = $(python3 -c "print('%.4f' % (1 / $r))")"
       ratios+=("b$r")
     fi
   done
