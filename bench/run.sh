@@ -55,6 +55,7 @@
 #       README advises for throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dur=3s
 concs="1 4 16 64"
 rounds=1
@@ -127,15 +128,7 @@ descriptors:
     rate_limit: {name: half, unit: minute, requests_per_unit: 300}
 YAML
 config="$bin/runtime/ratelimit/config/limits.yaml"
-# The sidecars' credentials: a server takes records (and answers with
-# shares and holds) only from sidecars it knows. Plaintext on loopback.
-echo "bench-sidecar $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$bin/tokens"
-cut -d' ' -f2 "$bin/tokens" > "$bin/token"
-
-wait_port() {
-  for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
-  echo "nothing listens on :$1" >&2; exit 1
-}
+sidecar_tokens "$bin"
 # serve NAME CMD...: start one serving process on core 0; its pid in $NAME.
 serve() {
   local name=$1; shift

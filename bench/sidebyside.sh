@@ -29,6 +29,7 @@
 # scenario, the result. A run with a failed request fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 runs=6
 dur=8s
 warm=2s
@@ -72,13 +73,7 @@ descriptors:
   - key: loose
     rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
 YAML
-echo "bench-sidecar $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$bin/tokens"
-cut -d' ' -f2 "$bin/tokens" > "$bin/token"
-
-wait_port() {
-  for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
-  echo "nothing listens on :$1" >&2; exit 1
-}
+sidecar_tokens "$bin"
 
 # one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083; prints
 # SECOND's CPU a request over FIRST's.
