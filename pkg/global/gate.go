@@ -36,10 +36,11 @@ func newGate(writers int) *gate {
 // land.
 func (g *gate) enter(r *Redis, wait *time.Timer) bool {
 	for g != nil {
-		allowed, late := r.pipelinesAllowed()
+		now := time.Now()
+		allowed, late := r.pipelinesAllowed(now)
 		g.mu.Lock()
 		ok := !g.listening && (g.flying < allowed || r.batchQueued() ||
-			g.flying-outLongerThan(r.inflight[:r.opts.Writers], time.Now().UnixNano(), late.Nanoseconds()) < allowed)
+			g.flying-outLongerThan(r.inflight[:r.opts.Writers], now.UnixNano(), late.Nanoseconds()) < allowed)
 		if ok {
 			g.listening = true
 		}
@@ -100,7 +101,7 @@ func (g *gate) wake() {
 	}
 }
 
-// pipelinesAllowed is how many decision pipelines may be in flight now,
+// pipelinesAllowed is how many decision pipelines may be in flight at now,
 // and after how long one in flight no longer counts. Writers while the
 // wire's own delay is most of a round trip (a Redis across a network,
 // where more pipelines on the wire shorten each call's wait to be sent),
@@ -115,8 +116,8 @@ func (g *gate) wake() {
 //
 // Measured on a core shared by Redis and the server, 64 callers (see
 // BENCHMARKS.md, "Pipelines in flight as the round trips say").
-func (r *Redis) pipelinesAllowed() (allowed int, late time.Duration) {
-	least, mean := r.rtt.spread(time.Now())
+func (r *Redis) pipelinesAllowed(now time.Time) (allowed int, late time.Duration) {
+	least, mean := r.rtt.spread(now)
 	return pipelinesFor(r.opts.Writers, least, mean)
 }
 

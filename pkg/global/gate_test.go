@@ -158,7 +158,7 @@ func TestOnePipelineWhenRedisIsTheWait(t *testing.T) {
 	for range 50 { // a mean far past the pipelines' 30 ms: none of them late on a loaded machine
 		rs.rtt.add(now, 200*time.Millisecond)
 	}
-	if allowed, _ := rs.pipelinesAllowed(); allowed != 1 {
+	if allowed, _ := rs.pipelinesAllowed(time.Now()); allowed != 1 {
 		t.Fatalf("%d pipelines allowed after the seeded round trips; want 1", allowed)
 	}
 	if most := onWire(t, rs, 32, 0, 3, 0); most != 1 {

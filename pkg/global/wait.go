@@ -57,7 +57,7 @@ func (r *Redis) run(ctx context.Context, c *call, q chan *call, deadline time.Ti
 			return errClosed
 		}
 	}
-	if q == r.queue && len(q) >= r.opts.MaxBatch {
+	if q == r.queue && r.batchQueued() {
 		r.gate.wake() // for a writer held at the gate: a batch is ready
 	}
 	select {
