@@ -91,7 +91,7 @@ func BenchmarkFloodManyKeys(b *testing.B) {
 
 // benchService is a service on the in-memory store with one
 // remote_address limit in domain edge, counting refusals in top (if set).
-func benchService(b *testing.B, limit string, top ...*topkeys.Tracker) *Service {
+func benchService(b testing.TB, limit string, top ...*topkeys.Tracker) *Service {
 	b.Helper()
 	cfg, err := config.Parse(map[string][]byte{"b.yaml": []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: " + limit + "\n")})
 	if err != nil {
