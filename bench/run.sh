@@ -97,11 +97,11 @@ cleanup() {
   rm -rf "$bin"
 }
 trap cleanup EXIT
-go build -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter ./bench/report
+go build -tags vtprotobuf -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter ./bench/report
 if [ -n "$compare" ]; then
   git worktree add -q --detach "$bin/compare-src" "$compare"
   mkdir -p "$bin/compare"
-  (cd "$bin/compare-src" && go build -o "$bin/compare/" ./cmd/server ./cmd/localfilter)
+  (cd "$bin/compare-src" && go build -tags vtprotobuf -o "$bin/compare/" ./cmd/server ./cmd/localfilter)
 fi
 mkdir -p "$outdir"
 results="$outdir/results.jsonl"

@@ -58,12 +58,12 @@ cleanup() {
   rm -rf "$bin"
 }
 trap cleanup EXIT
-go build -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter
+go build -tags vtprotobuf -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter
 mv "$bin/server" "$bin/this"
 mv "$bin/localfilter" "$bin/this-sidecar"
 cp "$bin/this" "$bin/server"
 git worktree add -f -q --detach "$bin/src" "$rev"
-(cd "$bin/src" && go build -o "$bin/before" ./cmd/server && go build -o "$bin/before-sidecar" ./cmd/localfilter)
+(cd "$bin/src" && go build -tags vtprotobuf -o "$bin/before" ./cmd/server && go build -tags vtprotobuf -o "$bin/before-sidecar" ./cmd/localfilter)
 # The bench's limits: loose keys for the sidecars (bench/run.sh's).
 cat > "$bin/limits.yaml" <<'YAML'
 domain: bench

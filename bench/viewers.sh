@@ -37,7 +37,7 @@ cleanup() {
   rm -rf "$bin"
 }
 trap cleanup EXIT
-go build -o "$bin/" ./cmd/loadgen ./cmd/server ./bench/viewers
+go build -tags vtprotobuf -o "$bin/" ./cmd/loadgen ./cmd/server ./bench/viewers
 cat >"$bin/limits.yaml" <<'EOF'
 domain: loadgen
 descriptors:

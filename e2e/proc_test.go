@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/daemon/refenv"
+	"github.com/sluicehq/sluice/internal/testkit/gobuild"
 )
 
 // binaries are built once per test binary run, by TestMain.
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	binaries.dir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+	cmd := gobuild.Command(dir+string(filepath.Separator),
 		"github.com/sluicehq/sluice/cmd/server", "github.com/sluicehq/sluice/cmd/localfilter")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		binaries.err = fmt.Errorf("go build: %v\n%s", err, out)

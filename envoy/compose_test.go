@@ -179,7 +179,7 @@ func TestDockerfile(t *testing.T) {
 	if want := "gcr.io/distroless/static-debian12:nonroot"; d.stages[1] != want {
 		t.Errorf("final FROM %s; want %s", d.stages[1], want)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w"`} {
+	for _, want := range []string{"CGO_ENABLED=0", "-tags vtprotobuf", "-trimpath", `-ldflags="-s -w"`} {
 		if !strings.Contains(d.buildRun, want) {
 			t.Errorf("the go build line lacks %s: %q", want, d.buildRun)
 		}

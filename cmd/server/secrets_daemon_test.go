@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/gobuild"
 )
 
 // buildDaemons builds cmd/server and cmd/localfilter into a temporary
@@ -20,7 +22,7 @@ import (
 func buildDaemons(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+	cmd := gobuild.Command(dir+string(filepath.Separator),
 		"github.com/sluicehq/sluice/cmd/server", "github.com/sluicehq/sluice/cmd/localfilter")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

