@@ -113,7 +113,6 @@ type Redis struct {
 	stop    chan struct{}
 	writers sync.WaitGroup
 	calls   sync.Pool
-	timers  sync.Pool // stopped timers, for run's bounded waits
 	// inflight is each writer's pipeline on the wire, for the watchdog.
 	inflight []inflight
 	// lastReply is when Redis last answered anything (UnixNano).
@@ -169,6 +168,17 @@ func (c *call) prepare() {
 	c.state.Store(c.gen << 1)
 	c.abandoned.Store(false)
 	c.reply, c.err = c.reply[:0], nil
+}
+
+// expire answers the call of generation gen with errExpired, if nobody
+// has: its deadline passed first (run). It marks the call abandoned, so a
+// writer that has not sent it skips it.
+func (c *call) expire(gen uint64) {
+	if c.state.CompareAndSwap(gen<<1, gen<<1|1) {
+		c.abandoned.Store(true)
+		c.err = errExpired
+		c.done <- struct{}{}
+	}
 }
 
 // answer gives the call of generation gen its reply, if nobody has.
@@ -248,11 +258,6 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		r.inflight = r.inflight[:opts.Writers+1]
 	}
 	r.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
-	r.timers.New = func() any {
-		t := time.NewTimer(time.Hour)
-		t.Stop()
-		return t
-	}
 	for i := range opts.Writers {
 		r.writers.Add(1)
 		go r.write(&r.inflight[i], r.queue, 0, r.gate)
