@@ -5,7 +5,7 @@ GO ?= go
 FUZZTIME ?= 30s
 
 # GOTAGS: vtprotobuf gives go-control-plane's Envoy messages the encoders
-# vtprotobuf generates, which pkg/wire's codec writes replies with (4-5 %
+# vtprotobuf generates, which pkg/wire's codec writes replies with (about 4 %
 # less CPU a request, BENCHMARKS.md); the Dockerfile and bench/ build so
 # too. A build without it writes the same bytes, slower.
 GOTAGS ?= vtprotobuf
