@@ -10,12 +10,12 @@
 // strictly as the standard codecs do.
 //
 // The tolerant path runs only when the standard one refuses a message, so
-// a well-formed message costs nothing extra. Codec encodes a message with
-// the code vtprotobuf generates for it when the build has that code:
-// go-control-plane's Envoy messages carry it under the build tag
-// vtprotobuf, which sluice's builds set (see Marshal). Strings are tolerated in any
+// a well-formed message costs nothing extra. Strings are tolerated in any
 // message, which also lets a sluice sidecar forward such a request
-// upstream. It depends on the protobuf and gRPC runtimes only.
+// upstream. Codec encodes a message with the code vtprotobuf generates for
+// it when the build has that code: go-control-plane's Envoy messages carry
+// it under the build tag vtprotobuf, which sluice's builds set (see
+// Marshal). It depends on the protobuf and gRPC runtimes only.
 package wire
 
 import (
