@@ -88,7 +88,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.breaker.Cooldown, "breaker-cooldown", breaker.DefaultCooldown, "how long the open breaker waits before probing the store")
 	fs.Float64Var(&o.localShare, "local-share", limiter.DefaultLocalShare, "share of each limit one process allows in -failure-mode local; 1/replicas keeps the sum at the limit")
 	fs.IntVar(&o.memoryKeys, "memory-max-keys", global.DefaultMemoryKeys, "keys the in-memory store holds (the embedded store, and the local fallback)")
-	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", global.DefaultMemoryBytes, "bytes the in-memory store's keys may hold; beyond, the least recently used keys are dropped")
+	fs.Int64Var(&o.memoryBytes, "memory-max-bytes", global.DefaultMemoryBytes, "bytes the in-memory store's keys may hold; beyond, keys not used lately are dropped first (CLOCK, an approximation of least recently used)")
 	fs.StringVar(&o.recordClients, "record-clients", "", "sidecars known by their client certificates (with -grpc-tls-client-ca): the names (DNS or URI SAN, or common name), comma-separated, whose holders may record the hits they admitted, report demand and receive allowances")
 	fs.StringVar(&o.sidecarTokens, "sidecar-tokens", "", "sidecars known by bearer token: a file of one \"name token\" a line, read again when it changes; accepted only over TLS (-grpc-tls-cert) unless -sidecar-tokens-plaintext")
 	fs.BoolVar(&o.tokensPlaintext, "sidecar-tokens-plaintext", false, "accept -sidecar-tokens on a gRPC port without TLS, where anyone on the path can read and replay them: only on a network you trust")

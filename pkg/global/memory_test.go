@@ -214,3 +214,50 @@ func TestRefundsOnUnknownKeysHoldNothing(t *testing.T) {
 		t.Errorf("%d keys held after refunds on keys with nothing consumed; want none", n)
 	}
 }
+
+// TestMemoryEvictsUnusedFirst: a full shard drops, oldest first, the keys
+// not used since they came in or since the eviction hand passed them; a
+// used key gets a second chance unless its state has expired; a new key
+// starts unused, so a run of one-off keys evicts its own kind. Each key's
+// state tells whether it was kept: a key dropped comes back with a full
+// bucket.
+func TestMemoryEvictsUnusedFirst(t *testing.T) {
+	m, err := NewMemory(MemoryOptions{MaxKeys: 8, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: 3600 * sec, Burst: 10}
+	brief := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 2, Window: sec, Burst: 2}
+	now := int64(1_780_000_000) * sec
+	out := make([]Result, 1)
+	take := func(key string, p algorithm.Params) {
+		t.Helper()
+		if err := m.DecideAt([]Item{{Key: key, Params: p, Cost: 1}}, out, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		take(k, hour) // 9 left each
+	}
+	take("brief", brief)
+	take("a", hour) // used: 8 left
+	take("b", hour)
+	take("brief", brief) // used, but its state expires in a second
+	now += 2 * sec
+	// The hand passes a and b (second chances), then drops c to g; then
+	// brief, whose state has expired, rather than a, unused since.
+	for i := range 6 {
+		take(fmt.Sprint("one-off-", i), hour)
+	}
+	if n := m.Len(); n != 8 {
+		t.Fatalf("Len() = %d; want the 8 the shard holds", n)
+	}
+	for key, want := range map[string]int64{"a": 8, "b": 8, "c": 10, "d": 10, "e": 10, "f": 10, "g": 10, "one-off-0": 9} {
+		if err := m.DecideAt([]Item{{Key: key, Params: hour, Cost: 0}}, out, now); err != nil {
+			t.Fatal(err)
+		}
+		if got := out[0].Remaining; got != want {
+			t.Errorf("%s: %d left; want %d (kept: 8 or 9; dropped: 10)", key, got, want)
+		}
+	}
+}
