@@ -33,7 +33,7 @@ type leaseStore interface {
 }
 
 // NewLeases keeps leases on store: a Memory store (one process; it
-// forgets the slots of its least recently used key when full, so size its
+// forgets the slots of a key not used lately when full, so size its
 // MaxKeys and MaxBytes above the keys held at once) or a Redis store
 // (shared by every replica).
 func NewLeases(store leaseStore) *Leases { return &Leases{store: store} }

@@ -227,8 +227,9 @@ func stateOf(e *memEntry, now int64) algorithm.State {
 
 // store keeps st for key, whose entry (nil for none) was looked up under
 // the same lock, for reset µs, or drops the key when st equals a fresh
-// key's; then it evicts the least recently used keys while the shard holds
-// more than its share of MaxBytes. The caller holds s.mu.
+// key's; then it evicts keys (victim) while the shard holds more than its
+// share of MaxBytes. A key new to a full shard takes a victim's entry.
+// The caller holds s.mu.
 func (m *Memory) store(s *memShard, e *memEntry, key string, st algorithm.State, reset, now int64) {
 	if reset <= 0 {
 		if e != nil {
