@@ -194,12 +194,7 @@ func (m *Metrics) request(code string) {
 
 func (m *Metrics) sourceDecision(source Source, result string) {
 	if m != nil {
-		key := [2]string{string(source), result}
-		c, ok := m.tierOf.get(key)
-		if !ok {
-			c = m.tierOf.add(key, m.tiers.WithLabelValues(key[0], key[1]))
-		}
-		c.Inc()
+		m.tierOf.of([2]string{string(source), result}, m.tiers).Inc()
 	}
 }
 
@@ -225,23 +220,33 @@ func (m *Metrics) suppressed(n int) {
 	}
 }
 
-// counters are a vec's counters by their label values, read without a
-// lock or an allocation: a map replaced whole when a label is first met
-// (a few times, then read at every request). At most maxCounters are
-// kept; past them a counter is looked up in its vec every time.
-type counters[K comparable] struct {
+// counters are a vec's counters by their label values (K, an array of
+// them), read without a lock or an allocation: a map replaced whole when a
+// label is first met (a few times, then read at every request). At most
+// maxCounters are kept; past them a counter is looked up in its vec every
+// time.
+type counters[K [2]string | [3]string] struct {
 	mu sync.Mutex // orders adds
 	m  atomic.Pointer[map[K]prometheus.Counter]
 }
 
 const maxCounters = 4096
 
-func (c *counters[K]) get(k K) (prometheus.Counter, bool) {
+// of is the counter of vec labelled k.
+func (c *counters[K]) of(k K, vec *prometheus.CounterVec) prometheus.Counter {
 	if m := c.m.Load(); m != nil {
-		counter, ok := (*m)[k]
-		return counter, ok
+		if counter, ok := (*m)[k]; ok {
+			return counter
+		}
 	}
-	return nil, false
+	var labels []string
+	switch k := any(k).(type) {
+	case [2]string:
+		labels = k[:]
+	case [3]string:
+		labels = k[:]
+	}
+	return c.add(k, vec.WithLabelValues(labels...))
 }
 
 // add keeps counter as k's, and returns it.
@@ -265,12 +270,7 @@ func (m *Metrics) decision(domain, limit, result string, detailed bool, values [
 	if m == nil {
 		return
 	}
-	key := [3]string{domain, limit, result}
-	c, ok := m.decided.get(key)
-	if !ok {
-		c = m.decided.add(key, m.decisions.WithLabelValues(domain, limit, result))
-	}
-	c.Inc()
+	m.decided.of([3]string{domain, limit, result}, m.decisions).Inc()
 	if detailed {
 		m.detailed.WithLabelValues(domain, limit, m.detailedLabel(strings.Join(values, ".")), result).Inc()
 	}
