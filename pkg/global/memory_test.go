@@ -261,3 +261,41 @@ func TestMemoryEvictsUnusedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryFloodOnUsedKeys: one-off keys (a hostile client's random
+// values) flooding a full shard whose every key is in use stay within
+// MaxKeys, each eviction bounded by secondChances, and the keys used
+// between them keep their state.
+func TestMemoryFloodOnUsedKeys(t *testing.T) {
+	m, err := NewMemory(MemoryOptions{MaxKeys: 256, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1 << 40, Window: 3600 * sec, Burst: 1 << 40}
+	now := int64(1_780_000_000) * sec
+	out := make([]Result, 1)
+	take := func(key string) {
+		if err := m.DecideAt([]Item{{Key: key, Params: p, Cost: 1 << 30}}, out, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 256 {
+		take(fmt.Sprint("used-", i))
+		take(fmt.Sprint("used-", i))
+	}
+	for i := range 20_000 {
+		take(fmt.Sprintf("flood-\xff%d", i))
+		if i%40 == 0 {
+			take("used-7") // in steady use
+		}
+	}
+	if n := m.Len(); n > 256 {
+		t.Fatalf("Len() = %d; want at most 256", n)
+	}
+	if err := m.DecideAt([]Item{{Key: "used-7", Params: p, Cost: 0}}, out, now); err != nil {
+		t.Fatal(err)
+	}
+	if used := (int64(1)<<40 - out[0].Remaining) >> 30; used < 500 {
+		t.Errorf("used-7 has %d takes on record; want its 500 and more kept through the flood", used)
+	}
+}
