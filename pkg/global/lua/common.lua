@@ -159,8 +159,11 @@ end
 -- the cost even where it does not fit and answers as a zero-cost check
 -- right after would: for the next request; count records it too, but
 -- answers with the verdict a take would have given (the reference's
--- counting), and what is left after.
-local function decide(st, p, now, cost, force, count, giveback)
+-- counting), and what is left after. A plain decision (none of the three)
+-- may write its new state and result into ost and ores, tables of the
+-- caller's that are neither st nor read again before it has used them;
+-- an algorithm that does not take them returns tables of its own.
+local function decide(st, p, now, cost, force, count, giveback, ost, ores)
   local a = algorithm_of(p.kind)
   if giveback then
     -- A refund (algorithm.GiveBack): never refused; the key as it is
@@ -194,5 +197,5 @@ local function decide(st, p, now, cost, force, count, giveback)
     end
     return st, r
   end
-  return a.decide(st, p, now, cost, false)
+  return a.decide(st, p, now, cost, false, ost, ores)
 end

@@ -62,8 +62,10 @@ end
 -- The tables a request works in, reused by the next request and, in a
 -- function library, the next call (slots 1..n are written before they are
 -- read): a table costs Redis about half a microsecond, more than the
--- arithmetic of a decision.
-local items, states, loaded, results, scratch = {}, {}, {}, {}, {}
+-- arithmetic of a decision. outs and ress are the new state and the result
+-- of a plain decision of item i (decide's ost and ores): the request
+-- stores and answers from them before the next request writes them.
+local items, states, loaded, results, scratch, outs, ress = {}, {}, {}, {}, {}, {}, {}
 
 local function decide_request(k, pos, n, h, now, out)
   for i = 1, n do
@@ -94,7 +96,8 @@ local function decide_request(k, pos, n, h, now, out)
       loaded[i] = load_state(items[i], scratch[i])
       st = loaded[i]
     end
-    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force, items[i].count, items[i].giveback)
+    if not outs[i] then outs[i], ress[i] = {}, {} end
+    states[i], results[i] = decide(st, items[i], now, items[i].cost, items[i].force, items[i].count, items[i].giveback, outs[i], ress[i])
   end
 
   local vetoed, refunds = false, false

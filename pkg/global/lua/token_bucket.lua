@@ -1,7 +1,9 @@
 -- sluice: token bucket, mirroring pkg/algorithm/token_bucket.go.
 local token_bucket = { fields = { 'f', 't' } }
 
-function token_bucket.decide(st, p, now, cost, force)
+-- ost and ores, when given, are the tables the new state and the result
+-- are written into (decide: a table costs Redis more than the arithmetic).
+function token_bucket.decide(st, p, now, cost, force, ost, ores)
   local rate = p.limit / p.window
   local capacity = p.burst
   local tokens, updated = capacity, now
@@ -26,6 +28,11 @@ function token_bucket.decide(st, p, now, cost, force)
     tokens = min(tokens, max(tokens - cost, -min(capacity, p.limit)))
   end
   local reset = ceil_pos((capacity - tokens) / rate)
+  if ost then
+    ost.exists, ost.f, ost.t = true, tokens, updated
+    ores.allowed, ores.remaining, ores.left, ores.retry, ores.reset = allowed, floor_non_neg(tokens), max(0, tokens), retry, reset
+    return ost, ores
+  end
   return { exists = true, f = tokens, t = updated },
     { allowed = allowed, remaining = floor_non_neg(tokens), left = max(0, tokens), retry = retry, reset = reset }
 end
