@@ -35,9 +35,16 @@ type pending struct {
 type pendingShard struct {
 	mu   sync.Mutex
 	hits map[string]hits // guarded by mu; emptied, not replaced, by drain
-	// Pad the 16 bytes above to 128 so that two shards' locks never share a
+	// Guarded by mu: due, when a key here may go at the next drain whatever
+	// the time (it holds nothing, hits.holds), and next, the earliest end of
+	// the others' holds (ns). A drain that is not all passes over the shard
+	// while neither says it has a key to send: scanning 10,000 held loose
+	// keys at every 10 ms flush took 12 % of a sidecar's CPU.
+	due  bool
+	next int64
+	// Pad the 32 bytes above to 128 so that two shards' locks never share a
 	// cache line or an adjacent-line prefetch pair.
-	_ [128 - 16]byte
+	_ [128 - 32]byte
 }
 
 // hits are one key's admitted, unsent hits, with what the upstream needs to
@@ -138,8 +145,20 @@ func (p *pending) add(key string, n, asked, refund uint64, first, last int64, de
 		cur.first, cur.last = min(cur.first, first), max(cur.last, last)
 	}
 	s.hits[key] = cur
+	if cur.holds() {
+		s.next = min(s.next, cur.holdUntil)
+	} else {
+		s.due = true
+	}
 	s.mu.Unlock()
 	return p.keys.Load(), true
+}
+
+// holds reports whether h may stay pending until h.holdUntil: a loose
+// key's hits (hits.hold), no more units than the hold, nothing refunded or
+// refused (see drain).
+func (h *hits) holds() bool {
+	return h.hold > 0 && h.refund == 0 && h.asked == h.n && float64(h.n) <= h.hold
 }
 
 // entry is one key's hits taken out for a flush, with what the key's
@@ -164,10 +183,17 @@ func (p *pending) drain(dst []entry, now int64, all bool) []entry {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
+		if !all && !s.due && now < s.next { // every key here is held
+			kept += int64(len(s.hits))
+			s.mu.Unlock()
+			continue
+		}
 		var size, moved int64
+		next := int64(math.MaxInt64)
 		for k, h := range s.hits {
-			if !all && h.hold > 0 && h.refund == 0 && h.asked == h.n && float64(h.n) <= h.hold && now < h.holdUntil {
+			if !all && h.holds() && now < h.holdUntil {
 				kept++
+				next = min(next, h.holdUntil)
 				continue
 			}
 			dst = append(dst, entry{key: k, hits: h})
@@ -175,6 +201,7 @@ func (p *pending) drain(dst []entry, now int64, all bool) []entry {
 			moved++
 			delete(s.hits, k)
 		}
+		s.due, s.next = false, next
 		p.keys.Add(-moved)
 		p.bytes.Add(-size)
 		s.mu.Unlock()

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# overhead.sh: sluice's CPU a request over the do-nothing handler's, both
+# serving at once on core 0: issue 25's "in memory ÷ the handler" and "the
+# async sidecar's own CPU ÷ the handler's", measured so that both sides see
+# the same minute of a shared machine.
+#
+# bench/run.sh measures each row on its own, one after another; there the
+# handler's row and a sluice row minutes later differ by the host's speed
+# as much as by sluice's own work (20-30 % from minute to minute here). As
+# bench/sidebyside.sh does for two revisions, this runs the handler
+# (loadgen -serve-noop) and one of sluice's daemons at once on core 0, each
+# with its own load generator on core 1 (half the callers each, keys of its
+# own, a warm-up, then the measured phase), and compares their CPU a
+# request (loadgen -cpu-pids). The runs alternate which side takes which
+# port, and the result is the geometric mean of the two orientations'
+# medians, which cancels a port's own cost.
+#
+# Scenarios: memory (the server on its in-memory store, 10k keys); sidecar
+# (an async sidecar, 10k keys far below their limits, in front of a server
+# on Redis; the server and Redis also on core 0, their CPU not counted);
+# half (the same, 5k keys asked for at about half their limit of 300 a
+# minute; the fraction is printed). A sidecar's run in which it decided
+# anything without the central state (fallback, shed, dropped hits, the
+# upstream marked down) fails, as a run with a failed request does.
+#
+# Usage: bench/overhead.sh [-n 4] [-d 6s] [-w 2s] [-s "memory sidecar half"]
+#   -n  runs per scenario, alternating the ports (even: at least 2)
+#   -d  measured phase; -w warm-up (a sidecar's: at least 10s is better,
+#       so that its allowances and holds have settled)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/common.sh
+runs=4
+dur=6s
+warm=2s
+scenarios="memory sidecar half"
+while getopts "n:d:w:s:" opt; do
+  case $opt in
+    n) runs=$OPTARG ;;
+    d) dur=$OPTARG ;;
+    w) warm=$OPTARG ;;
+    s) scenarios=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+for tool in redis-server taskset python3; do
+  command -v $tool >/dev/null || { echo "bench/overhead.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
+done
+
+bin=$(mktemp -d)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$bin"
+}
+trap cleanup EXIT
+go build -tags vtprotobuf -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter
+# bench/run.sh's limits.
+cat > "$bin/limits.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+  - key: loose
+    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
+  - key: half
+    rate_limit: {name: half, unit: minute, requests_per_unit: 300}
+YAML
+sidecar_tokens "$bin"
+redis=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-state-format packed)
+
+# launch SIDE PORT: starts SIDE (noop, or sluice's daemon of the scenario)
+# on core 0, serving gRPC on PORT (and its metrics on PORT-1), and prints
+# its pid.
+launch() {
+  local side=$1 port=$2
+  case $side in
+    noop)
+      taskset -c 0 "$bin/loadgen" -serve-noop "127.0.0.1:$port" >/dev/null 2>&1 & ;;
+    memory)
+      taskset -c 0 "$bin/server" -config "$bin/limits.yaml" -grpc-addr "127.0.0.1:$port" -http-addr "127.0.0.1:$((port - 1))" \
+        -log-level warn >/dev/null 2>&1 & ;;
+    *)
+      taskset -c 0 "$bin/localfilter" -config "$bin/limits.yaml" -upstream 127.0.0.1:18085 -mode async -upstream-timeout 100ms \
+        -log-level warn -upstream-token-file "$bin/token" -upstream-token-plaintext \
+        -grpc-addr "127.0.0.1:$port" -http-addr "127.0.0.1:$((port - 1))" >/dev/null 2>&1 & ;;
+  esac
+  echo $!
+}
+
+# one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083;
+# prints SECOND's CPU a request over FIRST's, both, and their req/s.
+one() {
+  local scenario=$1 first=$2 second=$3 tag=$4 central=() key=client keys=10000
+  case $scenario in
+    sidecar) key=loose ;;
+    half) key=half keys=5000 ;;
+  esac
+  if [ "$scenario" != memory ]; then
+    taskset -c 0 "$bin/server" -config "$bin/limits.yaml" -grpc-addr 127.0.0.1:18085 -http-addr 127.0.0.1:18084 -log-level warn "${redis[@]}" \
+      -sidecar-tokens "$bin/tokens" -sidecar-tokens-plaintext >/dev/null 2>&1 &
+    central=($!)
+    wait_port 18085
+  fi
+  local p1 p2
+  p1=$(launch "$first" 18081)
+  p2=$(launch "$second" 18083)
+  wait_port 18081
+  wait_port 18083
+  local common=(-concurrency 32 -conns 2 -domain bench -keys "$keys")
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$warm" >/dev/null &
+  local w1=$!
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$warm" >/dev/null &
+  wait $w1 $!
+  local t1=() t2=()
+  [ "$first" != noop ] && [ "$scenario" != memory ] && t1=(-tier-metrics-url http://127.0.0.1:18080/metrics)
+  [ "$second" != noop ] && [ "$scenario" != memory ] && t2=(-tier-metrics-url http://127.0.0.1:18082/metrics)
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" "${t1[@]}" -json >"$bin/j1" &
+  local l1=$!
+  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" "${t2[@]}" -json >"$bin/j2" &
+  wait $l1 $!
+  kill "$p1" "$p2" "${central[@]}"
+  wait "$p1" "$p2" "${central[@]}" 2>/dev/null || true
+  python3 - "$bin/j1" "$bin/j2" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for r in (a, b):
+    if r["errors"] or r["unknown"] or r.get("tier_faults"):
+        sys.exit("a failed run: %d errors, %d unknown, tier faults %s" % (r["errors"], r["unknown"], r.get("tier_faults")))
+print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
+PY
+}
+
+if [[ " $scenarios " != " memory " ]]; then
+  taskset -c 0 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  wait_port 16399
+fi
+echo "sluice ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')) against the do-nothing handler: CPU a request, side by side on core 0; $runs runs a scenario of $dur"
+for scenario in $scenarios; do
+  ratios=()
+  for i in $(seq "$runs"); do
+    if (( i % 2 )); then
+      read -r r c1 c2 q1 q2 < <(one "$scenario" noop "$scenario" "o$scenario$i$RANDOM")
+      echo "  $scenario run $i: the handler on the first port ${c1} µs, sluice on the second ${c2} µs ($q1 and $q2 req/s): sluice ÷ handler = $r"
+      ratios+=("a$r")
+      rps=$q2
+    else
+      read -r r c1 c2 q1 q2 < <(one "$scenario" "$scenario" noop "o$scenario$i$RANDOM")
+      echo "  $scenario run $i: sluice on the first port ${c1} µs, the handler on the second ${c2} µs ($q1 and $q2 req/s): sluice ÷ handler = $(python3 -c "print('%.4f' % (1 / $r))")"
+      ratios+=("b$r")
+      rps=$q1
+    fi
+  done
+  [ "$scenario" = half ] && echo "  half: keys asked for at $(python3 -c "print('%.2f' % ($rps / 5000 * 60 / 300))") of their limit in the last run"
+  python3 - "${ratios[@]}" <<PY
+import statistics, sys
+a = [float(x[1:]) for x in sys.argv[1:] if x[0] == "a"]  # sluice ÷ handler, sluice on the second port
+b = [float(x[1:]) for x in sys.argv[1:] if x[0] == "b"]  # handler ÷ sluice, the handler on the second port
+if not a or not b:
+    sys.exit("$scenario: need runs in both orientations (-n 2 at least)")
+ma, mb = statistics.median(a), statistics.median(b)
+print("$scenario: sluice ÷ handler = %.3f (medians %.3f with sluice on the second port, %.3f on the first; the second port's own cost %.3f)" % ((ma / mb) ** 0.5, ma, 1 / mb, (ma * mb) ** 0.5))
+PY
+done
