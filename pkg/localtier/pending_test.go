@@ -61,7 +61,7 @@ func TestDrainAsAScanOfEveryKey(t *testing.T) {
 	now := int64(0)
 	for range 20_000 {
 		now += rng.Int64N(int64(20 * time.Millisecond))
-		if rng.IntN(40) == 0 {
+		if rng.IntN(15) == 0 {
 			all := rng.IntN(10) == 0
 			got := map[string]hits{}
 			for _, e := range p.drain(nil, now, all) {
@@ -84,7 +84,7 @@ func TestDrainAsAScanOfEveryKey(t *testing.T) {
 			}
 			continue
 		}
-		key := fmt.Sprint("k", rng.IntN(300))
+		key := fmt.Sprint("k", rng.IntN(40))
 		if _, ok := holds[key]; !ok {
 			holds[key] = float64(rng.IntN(3) * 20) // none, 20 or 40
 			memories[key] = int64(time.Duration(1+rng.IntN(4)) * time.Second)
