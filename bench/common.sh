@@ -1,4 +1,4 @@
-# Sourced by bench/run.sh and bench/sidebyside.sh: what both need.
+# Sourced by the bench scripts: what they share.
 
 # wait_port PORT: wait up to 10 s for something to listen on loopback PORT.
 wait_port() {
@@ -13,4 +13,63 @@ wait_port() {
 sidecar_tokens() {
   echo "bench-sidecar $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$1/tokens"
   cut -d' ' -f2 "$1/tokens" > "$1/token"
+}
+
+# load_pair BIN WARM DUR PORT1 DESC1 PID1 TIER1 PORT2 DESC2 PID2 TIER2 ARGS...:
+# two load generators on core 1 at once, one a port, each with its own
+# descriptors: a warm-up of WARM, then the measured phase of DUR reporting
+# the CPU a request of PIDn, into BIN/j1 and BIN/j2. TIERn, if not empty,
+# is a hybrid tier's metrics URL: a run in which it decided anything
+# without the central state fails (loadgen -tier-metrics-url). ARGS are
+# both generators' other flags.
+load_pair() {
+  local bin=$1 warm=$2 dur=$3 p1=$4 d1=$5 pid1=$6 t1=$7 p2=$8 d2=$9 pid2=${10} t2=${11}
+  shift 11
+  local x1=() x2=() w
+  [ -n "$t1" ] && x1=(-tier-metrics-url "$t1")
+  [ -n "$t2" ] && x2=(-tier-metrics-url "$t2")
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:$p1" "$@" -descriptors "$d1" -duration "$warm" >/dev/null &
+  w=$!
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:$p2" "$@" -descriptors "$d2" -duration "$warm" >/dev/null &
+  wait $w $!
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:$p1" "$@" -descriptors "$d1" -duration "$dur" -cpu-pids "$pid1" "${x1[@]}" -json >"$bin/j1" &
+  w=$!
+  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:$p2" "$@" -descriptors "$d2" -duration "$dur" -cpu-pids "$pid2" "${x2[@]}" -json >"$bin/j2" &
+  wait $w $!
+}
+
+# pair_ratio BIN: prints the second run's CPU a request over the first's,
+# both, and their decided req/s, from BIN/j1 and BIN/j2; fails if either
+# run had a failed request or a tier fault.
+pair_ratio() {
+  python3 - "$1/j1" "$1/j2" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for r in (a, b):
+    if r["errors"] or r["unknown"] or r.get("tier_faults"):
+        sys.exit("a failed run: %d errors, %d unknown, tier faults %s" % (r["errors"], r["unknown"], r.get("tier_faults")))
+print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
+PY
+}
+
+# orientations SCENARIO NAME LABEL RATIOS...: the result of runs that
+# alternate the ports, each RATIO "a" + NAME's CPU a request over the
+# other's with NAME on the second port, or "b" + the other's over NAME's
+# with the other on the second: the geometric mean of the two
+# orientations' medians, which cancels a port's own cost. LABEL names the
+# ratio ("this ÷ REV").
+orientations() {
+  local scenario=$1 name=$2 label=$3
+  shift 3
+  python3 - "$scenario" "$name" "$label" "$@" <<'PY'
+import statistics, sys
+scenario, name, label, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+a = [float(x[1:]) for x in runs if x[0] == "a"]
+b = [float(x[1:]) for x in runs if x[0] == "b"]
+if not a or not b:
+    sys.exit("%s: need runs in both orientations (-n 2 at least)" % scenario)
+ma, mb = statistics.median(a), statistics.median(b)
+print("%s: %s = %.3f (medians %.3f with %s on the second port, %.3f on the first; the second port's own cost %.3f)"
+      % (scenario, label, (ma / mb) ** 0.5, ma, name, 1 / mb, (ma * mb) ** 0.5))
+PY
 }

@@ -107,28 +107,14 @@ one() {
   p2=$(launch "$second" 18083)
   wait_port 18081
   wait_port 18083
-  local common=(-concurrency 32 -conns 2 -domain bench -keys "$keys")
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$warm" >/dev/null &
-  local w1=$!
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$warm" >/dev/null &
-  wait $w1 $!
-  local t1=() t2=()
-  [ "$first" != noop ] && [ "$scenario" != memory ] && t1=(-tier-metrics-url http://127.0.0.1:18080/metrics)
-  [ "$second" != noop ] && [ "$scenario" != memory ] && t2=(-tier-metrics-url http://127.0.0.1:18082/metrics)
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18081 "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" "${t1[@]}" -json >"$bin/j1" &
-  local l1=$!
-  taskset -c 1 "$bin/loadgen" -target 127.0.0.1:18083 "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" "${t2[@]}" -json >"$bin/j2" &
-  wait $l1 $!
+  local t1="" t2=""
+  [ "$first" != noop ] && [ "$scenario" != memory ] && t1=http://127.0.0.1:18080/metrics
+  [ "$second" != noop ] && [ "$scenario" != memory ] && t2=http://127.0.0.1:18082/metrics
+  load_pair "$bin" "$warm" "$dur" 18081 "$key=$tag.1.%d" "$p1" "$t1" 18083 "$key=$tag.2.%d" "$p2" "$t2" \
+    -concurrency 32 -conns 2 -domain bench -keys "$keys"
   kill "$p1" "$p2" "${central[@]}"
   wait "$p1" "$p2" "${central[@]}" 2>/dev/null || true
-  python3 - "$bin/j1" "$bin/j2" <<'PY'
-import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-for r in (a, b):
-    if r["errors"] or r["unknown"] or r.get("tier_faults"):
-        sys.exit("a failed run: %d errors, %d unknown, tier faults %s" % (r["errors"], r["unknown"], r.get("tier_faults")))
-print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
-PY
+  pair_ratio "$bin"
 }
 
 if [[ " $scenarios " != " memory " ]]; then
@@ -152,13 +138,5 @@ for scenario in $scenarios; do
     fi
   done
   [ "$scenario" = half ] && echo "  half: keys asked for at $(python3 -c "print('%.2f' % ($rps / 5000 * 60 / 300))") of their limit in the last run"
-  python3 - "${ratios[@]}" <<PY
-import statistics, sys
-a = [float(x[1:]) for x in sys.argv[1:] if x[0] == "a"]  # sluice ÷ handler, sluice on the second port
-b = [float(x[1:]) for x in sys.argv[1:] if x[0] == "b"]  # handler ÷ sluice, the handler on the second port
-if not a or not b:
-    sys.exit("$scenario: need runs in both orientations (-n 2 at least)")
-ma, mb = statistics.median(a), statistics.median(b)
-print("$scenario: sluice ÷ handler = %.3f (medians %.3f with sluice on the second port, %.3f on the first; the second port's own cost %.3f)" % ((ma / mb) ** 0.5, ma, 1 / mb, (ma * mb) ** 0.5))
-PY
+  orientations "$scenario" sluice "sluice ÷ handler" "${ratios[@]}"
 done

@@ -78,7 +78,7 @@ sidecar_tokens "$bin"
 # one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083; prints
 # SECOND's CPU a request over FIRST's.
 one() {
-  local scenario=$1 first=$2 second=$3 tag=$4 store=() key=client extra=() central=()
+  local scenario=$1 first=$2 second=$3 tag=$4 store=() key=client central=()
   local redis=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms)
   "$bin/this" -h 2>&1 | grep -q -- -redis-state-format && redis+=(-redis-state-format packed)
   [ "$scenario" = redis ] && store=("${redis[@]}")
@@ -104,28 +104,14 @@ one() {
   fi
   wait_port "${ports[0]}"
   wait_port "${ports[1]}"
-  local common=(-concurrency 32 -conns 2 -domain bench -keys 10000)
-  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[0]}" "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$warm" >/dev/null &
-  local w1=$!
-  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[1]}" "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$warm" >/dev/null &
-  wait $w1 $!
+  local tier1="" tier2=""
   # A sidecar's run in which it decided anything without the servers fails.
-  [ "$scenario" = sidecar ] && extra=(-tier-metrics-url http://127.0.0.1:19080/metrics)
-  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[0]}" "${common[@]}" -descriptors "$key=$tag.1.%d" -duration "$dur" -cpu-pids "$p1" "${extra[@]}" -json >"$bin/j1" &
-  local l1=$!
-  [ "$scenario" = sidecar ] && extra=(-tier-metrics-url http://127.0.0.1:19082/metrics)
-  taskset -c 1 "$bin/loadgen" -target "127.0.0.1:${ports[1]}" "${common[@]}" -descriptors "$key=$tag.2.%d" -duration "$dur" -cpu-pids "$p2" "${extra[@]}" -json >"$bin/j2" &
-  wait $l1 $!
+  [ "$scenario" = sidecar ] && tier1=http://127.0.0.1:19080/metrics tier2=http://127.0.0.1:19082/metrics
+  load_pair "$bin" "$warm" "$dur" "${ports[0]}" "$key=$tag.1.%d" "$p1" "$tier1" "${ports[1]}" "$key=$tag.2.%d" "$p2" "$tier2" \
+    -concurrency 32 -conns 2 -domain bench -keys 10000
   kill $p1 $p2 "${central[@]}"
   wait $p1 $p2 "${central[@]}" 2>/dev/null || true
-  python3 - "$bin/j1" "$bin/j2" <<'PY'
-import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-for r in (a, b):
-    if r["errors"] or r["unknown"] or r.get("tier_faults"):
-        sys.exit("a failed run: %d errors, %d unknown, tier faults %s" % (r["errors"], r["unknown"], r.get("tier_faults")))
-print("%.4f %.1f %.1f %d %d" % (b["cpu_us_per_req"][0] / a["cpu_us_per_req"][0], a["cpu_us_per_req"][0], b["cpu_us_per_req"][0], a["decided_rps"], b["decided_rps"]))
-PY
+  pair_ratio "$bin"
 }
 
 if [[ " $scenarios " == *" redis "* || " $scenarios " == *" sidecar "* ]]; then
@@ -146,13 +132,5 @@ for scenario in $scenarios; do
       ratios+=("b$r")
     fi
   done
-  python3 - "${ratios[@]}" <<PY
-import statistics, sys
-a = [float(x[1:]) for x in sys.argv[1:] if x[0] == "a"]  # this ÷ before, this on the second port
-b = [float(x[1:]) for x in sys.argv[1:] if x[0] == "b"]  # before ÷ this, before on the second port
-if not a or not b:
-    sys.exit("$scenario: need runs in both orientations (-n 2 at least)")
-ma, mb = statistics.median(a), statistics.median(b)
-print("$scenario: this ÷ $rev = %.3f (medians %.3f with this on the second port, %.3f on the first; the second port's own cost %.3f)" % ((ma / mb) ** 0.5, ma, 1 / mb, (ma * mb) ** 0.5))
-PY
+  orientations "$scenario" this "this ÷ $rev" "${ratios[@]}"
 done
