@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -68,14 +69,20 @@ func TestRequestDecodedAsProtobufDoes(t *testing.T) {
 			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}},
 			Limit:   &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_SECOND},
 		}}}), false},
-		{"descriptor hits_addend", marshal(t, &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}, HitsAddend: wrapperspb.UInt64(3),
-		}}}), false},
-		{"is_negative_hits", marshal(t, &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}, IsNegativeHits: true,
-		}}}), false},
+		{"a sidecar's records: descriptors with their own hits_addend, one a refund", marshal(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}, HitsAddend: wrapperspb.UInt64(3)},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "w"}, {Key: "j", Value: "x"}}, HitsAddend: wrapperspb.UInt64(1 << 40), IsNegativeHits: true},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "y"}}},
+		}}), true},
+		{"hits_addend of 0, an empty wrapper", field(nil, 2, field(field(nil, 1, entry("k", "v")), 3, nil)), true},
+		{"is_negative_hits as 2", field(nil, 2, varint(field(nil, 1, entry("k", "v")), 4, 2)), true},
+		{"fields of a descriptor out of order", field(nil, 2, field(varint(field(nil, 3, varint(nil, 1, 5)), 4, 1), 1, entry("k", "v"))), true},
 		{"unknown field of the request", envoyRequest("plain"), false},
 		{"unknown field of an entry", field(nil, 2, field(nil, 1, varint(entry("k", "v"), 3, 1))), false},
+		{"an unknown field of the wrapper", field(nil, 2, field(nil, 3, varint(varint(nil, 1, 5), 2, 1))), false},
+		{"the wrapper's value twice", field(nil, 2, field(nil, 3, varint(varint(nil, 1, 5), 1, 6))), false},
+		{"hits_addend of a descriptor twice", field(nil, 2, field(field(nil, 3, varint(nil, 1, 5)), 3, varint(nil, 1, 6))), false},
+		{"is_negative_hits twice", field(nil, 2, varint(varint(nil, 4, 1), 4, 0)), false},
 		{"domain twice: the last stands", field(field(nil, 1, []byte("a")), 1, []byte("b")), false},
 		{"hits_addend twice", varint(varint(nil, 3, 1), 3, 2), false},
 		{"key twice", field(nil, 2, field(nil, 1, field(entry("k", "v"), 1, []byte("k2")))), false},
@@ -150,6 +157,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(envoyRequest("x\xff"))
 	f.Add(field(field(varint(nil, 3, 2), 1, []byte("edge")), 2, field(field(nil, 1, entry("a", "1")), 1, entry("b", "2"))))
 	f.Add(field(nil, 2, field(nil, 1, nil)))
+	f.Add(field(nil, 2, varint(field(field(nil, 1, entry("k", "v")), 3, varint(nil, 1, 5)), 4, 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var own rlsv3.RateLimitRequest
 		took := decodeRequest(b, &own)
@@ -166,27 +174,44 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// BenchmarkUnmarshalRequest is the request Envoy sends most, one
-// descriptor of one entry, through the codec and through protobuf.
+// BenchmarkUnmarshalRequest decodes, through the codec and through
+// protobuf, the request Envoy sends most (one descriptor of one entry)
+// and a sidecar's records (64 descriptors of one entry, each with its
+// hits_addend).
 func BenchmarkUnmarshalRequest(b *testing.B) {
-	in := marshal(b, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}},
-	}}})
-	data := mem.BufferSlice{mem.SliceBuffer(in)}
-	b.Run("codec", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := (Codec{}).Unmarshal(data, new(rlsv3.RateLimitRequest)); err != nil {
-				b.Fatal(err)
+	records := &rlsv3.RateLimitRequest{Domain: "edge"}
+	for i := range 64 {
+		records.Descriptors = append(records.Descriptors, &ratelimitv3.RateLimitDescriptor{
+			Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: fmt.Sprint("10.0.0.", i)}},
+			HitsAddend: wrapperspb.UInt64(uint64(1 + i)),
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+	}{
+		{"envoy", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}},
+		}}}},
+		{"records", records},
+	} {
+		in := marshal(b, tc.req)
+		data := mem.BufferSlice{mem.SliceBuffer(in)}
+		b.Run(tc.name+"/codec", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := (Codec{}).Unmarshal(data, new(rlsv3.RateLimitRequest)); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("protobuf", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := proto.Unmarshal(in, new(rlsv3.RateLimitRequest)); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(tc.name+"/protobuf", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := proto.Unmarshal(in, new(rlsv3.RateLimitRequest)); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 }

@@ -15,10 +15,12 @@
 // upstream. Codec encodes a message with the code vtprotobuf generates for
 // it when the build has that code: go-control-plane's Envoy messages carry
 // it under the build tag vtprotobuf, which sluice's builds set (see
-// Marshal). It decodes the RateLimitRequest Envoy sends (a domain,
-// descriptors of entries, a hits_addend) with a decoder of its own, in
-// half the time of protobuf's reflective one, and leaves every other shape
-// of that message, and every other message, to protobuf (see Unmarshal).
+// Marshal). It decodes the RateLimitRequest Envoy and sluice's sidecars
+// send (a domain, a hits_addend, descriptors of entries with their own
+// hits_addend and is_negative_hits) with a decoder of its own, in about
+// half the time of protobuf's reflective one, and leaves every other
+// shape of that message (an override, an unknown field), and every other
+// message, to protobuf (see Unmarshal).
 // It depends on the protobuf and gRPC runtimes and on go-control-plane's
 // rate limit messages.
 package wire
@@ -79,8 +81,8 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 // strings that are not valid UTF-8 as the bytes they hold. A message that
 // is malformed otherwise is refused with the standard codec's error.
 //
-// A RateLimitRequest of the shape Envoy's filter sends, in one buffer, is
-// decoded by decodeRequest: the same message protobuf would decode, with
+// A RateLimitRequest of the shape Envoy's filter and sluice's sidecars
+// send, in one buffer, is decoded by decodeRequest: the same message protobuf would decode, with
 // fewer allocations (TestRequestDecodedAsProtobufDoes, FuzzDecodeRequest).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rlsv3.RateLimitRequest); ok && len(data) == 1 && decodeRequest(data[0].ReadOnlyData(), r) {
