@@ -1,5 +1,37 @@
 # Sourced by the bench scripts: what they share.
 
+# need_tools TOOL...: exits naming the first TOOL not installed.
+need_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$0 needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
+  done
+}
+
+# bench_limits FILE: the benchmarks' limits, one config for every server
+# (the reference's included: its format is ours).
+bench_limits() {
+  cat > "$1" <<'YAML'
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
+  - key: hot
+    rate_limit: {name: hot, unit: second, requests_per_unit: 1000000000}
+  - key: flood
+    rate_limit: {name: flood, unit: hour, requests_per_unit: 1}
+  # The sidecar rows' keys: far from their limits, which count a minute's
+  # hits (a per-second limit remembers a hit for a second, and a sidecar
+  # holds a loose key's hits for at most half that: -loose-hold).
+  - key: loose
+    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
+  # Asked for at about half their rate by the sidecar rows (10k uniform
+  # keys at 20-26k req/s: 2-2.6 a second of 5).
+  - key: half
+    rate_limit: {name: half, unit: minute, requests_per_unit: 300}
+YAML
+}
+
 # wait_port PORT: wait up to 10 s for something to listen on loopback PORT.
 wait_port() {
   for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done

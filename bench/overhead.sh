@@ -43,9 +43,7 @@ while getopts "n:d:w:s:" opt; do
     *) exit 2 ;;
   esac
 done
-for tool in redis-server taskset python3; do
-  command -v $tool >/dev/null || { echo "bench/overhead.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
-done
+need_tools redis-server taskset python3
 
 bin=$(mktemp -d)
 cleanup() {
@@ -55,17 +53,7 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -tags vtprotobuf -o "$bin/" ./cmd/loadgen ./cmd/server ./cmd/localfilter
-# bench/run.sh's limits.
-cat > "$bin/limits.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: client
-    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
-  - key: loose
-    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
-  - key: half
-    rate_limit: {name: half, unit: minute, requests_per_unit: 300}
-YAML
+bench_limits "$bin/limits.yaml"
 sidecar_tokens "$bin"
 redis=(-redis-url redis://127.0.0.1:16399 -store-timeout 100ms -redis-state-format packed)
 

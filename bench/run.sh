@@ -85,9 +85,7 @@ want() { [[ " $scenarios " == *" $1 "* ]]; }
 if { want ref || want ref-window; } && [ ! -x "$reference" ]; then
   echo "scenarios ref and ref-window need -R with an envoyproxy/ratelimit binary" >&2; exit 2
 fi
-for tool in redis-server taskset curl; do
-  command -v $tool >/dev/null || { echo "bench/run.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
-done
+need_tools redis-server taskset curl
 
 bin=$(mktemp -d)
 cleanup() {
@@ -106,28 +104,9 @@ fi
 mkdir -p "$outdir"
 results="$outdir/results.jsonl"
 : > "$results"
-# One config for every server, the reference's included: its format is ours.
 mkdir -p "$bin/runtime/ratelimit/config"
-cat > "$bin/runtime/ratelimit/config/limits.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: client
-    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
-  - key: hot
-    rate_limit: {name: hot, unit: second, requests_per_unit: 1000000000}
-  - key: flood
-    rate_limit: {name: flood, unit: hour, requests_per_unit: 1}
-  # The sidecar rows' keys: far from their limits, which count a minute's
-  # hits (a per-second limit remembers a hit for a second, and a sidecar
-  # holds a loose key's hits for at most half that: -loose-hold).
-  - key: loose
-    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
-  # Asked for at about half their rate by the sidecar rows (10k uniform
-  # keys at 20-26k req/s: 2-2.6 a second of 5).
-  - key: half
-    rate_limit: {name: half, unit: minute, requests_per_unit: 300}
-YAML
 config="$bin/runtime/ratelimit/config/limits.yaml"
+bench_limits "$config"
 sidecar_tokens "$bin"
 # serve NAME CMD...: start one serving process on core 0; its pid in $NAME.
 serve() {

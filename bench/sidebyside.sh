@@ -46,9 +46,7 @@ while getopts "r:n:d:w:s:" opt; do
   esac
 done
 [ -n "$rev" ] || { echo "usage: bench/sidebyside.sh -r REV [-n runs] [-d 8s] [-w 2s] [-s \"memory redis\"]" >&2; exit 2; }
-for tool in redis-server taskset python3; do
-  command -v $tool >/dev/null || { echo "bench/sidebyside.sh needs $tool (scripts/install-test-deps.sh installs redis-server)" >&2; exit 1; }
-done
+need_tools redis-server taskset python3
 
 bin=$(mktemp -d)
 cleanup() {
@@ -64,15 +62,7 @@ mv "$bin/localfilter" "$bin/this-sidecar"
 cp "$bin/this" "$bin/server"
 git worktree add -f -q --detach "$bin/src" "$rev"
 (cd "$bin/src" && go build -tags vtprotobuf -o "$bin/before" ./cmd/server && go build -tags vtprotobuf -o "$bin/before-sidecar" ./cmd/localfilter)
-# The bench's limits: loose keys for the sidecars (bench/run.sh's).
-cat > "$bin/limits.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: client
-    rate_limit: {name: per-client, unit: second, requests_per_unit: 1000000000}
-  - key: loose
-    rate_limit: {name: loose, unit: minute, requests_per_unit: 1000000000}
-YAML
+bench_limits "$bin/limits.yaml"
 sidecar_tokens "$bin"
 
 # one SCENARIO FIRST SECOND TAG: FIRST on port 18081, SECOND on 18083; prints

@@ -12,6 +12,7 @@
 # Usage: bench/viewers.sh [-d 10s] [-r 1000] [-v 16] [-i 0.5] [-n 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 dur=10s
 rate=1000
 viewers=16
@@ -27,9 +28,7 @@ while getopts "d:r:v:i:n:" opt; do
     *) exit 2 ;;
   esac
 done
-for tool in taskset curl python3; do
-  command -v $tool >/dev/null || { echo "bench/viewers.sh needs $tool" >&2; exit 1; }
-done
+need_tools taskset curl python3
 bin=$(mktemp -d)
 cleanup() {
   kill $(jobs -p) 2>/dev/null || true

@@ -67,8 +67,9 @@ func decodeRequest(b []byte, r *rlsv3.RateLimitRequest) bool {
 // descriptors with a hits_addend of their own.
 type shape struct{ descriptors, entries, addends int }
 
-// space is the room a request's descriptors are decoded into: dps holds
-// them all, the others are what is left to fill.
+// space is the room a request's descriptors are decoded into: descs and
+// dps hold them all (next of them filled); entries, eps and addends are
+// what is left for the descriptors still to fill.
 type space struct {
 	dps     []*ratelimitv3.RateLimitDescriptor
 	descs   []ratelimitv3.RateLimitDescriptor
