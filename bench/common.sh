@@ -47,6 +47,20 @@ sidecar_tokens() {
   cut -d' ' -f2 "$1/tokens" > "$1/token"
 }
 
+# warm_for SCENARIO WARM: the warm-up of a side-by-side run, WARM when
+# given (-w), else 14s for a sidecar's scenario and 2s for the others: a
+# sidecar measured before its first holds on loose keys have ended
+# (-loose-hold, 10 s) would be measured sending no records at all.
+warm_for() {
+  if [ -n "$2" ]; then
+    echo "$2"
+  elif [ "$1" = sidecar ] || [ "$1" = half ]; then
+    echo 14s
+  else
+    echo 2s
+  fi
+}
+
 # load_pair BIN WARM DUR PORT1 DESC1 PID1 TIER1 PORT2 DESC2 PID2 TIER2 ARGS...:
 # two load generators on core 1 at once, one a port, each with its own
 # descriptors: a warm-up of WARM, then the measured phase of DUR reporting

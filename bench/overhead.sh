@@ -23,16 +23,17 @@
 # anything without the central state (fallback, shed, dropped hits, the
 # upstream marked down) fails, as a run with a failed request does.
 #
-# Usage: bench/overhead.sh [-n 4] [-d 6s] [-w 2s] [-s "memory sidecar half"]
+# Usage: bench/overhead.sh [-n 4] [-d 6s] [-w 14s] [-s "memory sidecar half"]
 #   -n  runs per scenario, alternating the ports (even: at least 2)
-#   -d  measured phase; -w warm-up (a sidecar's: at least 10s is better,
-#       so that its allowances and holds have settled)
+#   -d  measured phase; -w warm-up (default: 14s for a sidecar, so that
+#       its allowances have settled and its first holds, -loose-hold's
+#       10 s, have ended; 2s otherwise: common.sh's warm_for)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
 runs=4
 dur=6s
-warm=2s
+warm=""
 scenarios="memory sidecar half"
 while getopts "n:d:w:s:" opt; do
   case $opt in
@@ -98,7 +99,7 @@ one() {
   local t1="" t2=""
   [ "$first" != noop ] && [ "$scenario" != memory ] && t1=http://127.0.0.1:18080/metrics
   [ "$second" != noop ] && [ "$scenario" != memory ] && t2=http://127.0.0.1:18082/metrics
-  load_pair "$bin" "$warm" "$dur" 18081 "$key=$tag.1.%d" "$p1" "$t1" 18083 "$key=$tag.2.%d" "$p2" "$t2" \
+  load_pair "$bin" "$(warm_for "$scenario" "$warm")" "$dur" 18081 "$key=$tag.1.%d" "$p1" "$t1" 18083 "$key=$tag.2.%d" "$p2" "$t2" \
     -concurrency 32 -conns 2 -domain bench -keys "$keys"
   kill "$p1" "$p2" "${central[@]}"
   wait "$p1" "$p2" "${central[@]}" 2>/dev/null || true

@@ -27,8 +27,9 @@
 # Usage: bench/run.sh [-d 3s] [-w 1s] [-c "1 4 16 64"] [-n 1] [-s SCENARIOS] [-o bench/out]
 #                     [-r REV] [-R PATH]
 #   -d  measured phase per point
-#   -w  warm-up per point, on the same keys (a sidecar's holds on loose keys
-#       reach their steady state after a few seconds: -w 12s)
+#   -w  warm-up per point, on the same keys; default 1s, and 14s for the
+#       hybrid rows, whose holds on loose keys reach their steady state once
+#       the first have ended, after -loose-hold's 10 s (common.sh's warm_for)
 #   -c  concurrencies
 #   -n  rounds
 #   -s  scenarios, space-separated (default: all that can run):
@@ -63,7 +64,7 @@ scenarios=""
 outdir=bench/out
 compare=""
 reference=""
-warm=1s
+warm=""
 while getopts "d:w:c:n:s:o:r:R:" opt; do
   case $opt in
     d) dur=$OPTARG ;;
@@ -118,10 +119,13 @@ stop() { for p in "$@"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null 
 # points LABEL PORT PIDS EXTRA-LOADGEN-FLAGS...: one result line per concurrency.
 points() {
   local label=$1 port=$2 pids=$3; shift 3
+  # A hybrid row (it reads a tier's metrics) warms up past its first holds.
+  local w=${warm:-1s}
+  [[ " $* " == *" -tier-metrics-url "* ]] && w=$(warm_for sidecar "$warm")
   for c in $concs; do
     local conns=$(( c < 4 ? c : 4 ))
     local common=(-target "127.0.0.1:$port" -concurrency "$c" -conns "$conns" -domain bench "$@")
-    taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$warm" >/dev/null
+    taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$w" >/dev/null
     taskset -c 1 "$bin/loadgen" "${common[@]}" -duration "$dur" -label "$label" -cpu-pids "$pids" -json >>"$results"
     echo "  round $round: $label, $c callers" >&2
   done

@@ -21,10 +21,11 @@
 # of this tree's servers on Redis, all on core 0, 10k loose keys each, the
 # sidecars' own CPU a request compared.
 #
-# Usage: bench/sidebyside.sh -r REV [-n 6] [-d 8s] [-w 2s] [-s "memory redis sidecar"]
+# Usage: bench/sidebyside.sh -r REV [-n 6] [-d 8s] [-w 14s] [-s "memory redis sidecar"]
 #   -r  the git revision to measure against (built in a worktree)
 #   -n  runs per scenario, alternating the ports (even: at least 2)
-#   -d  measured phase; -w warm-up
+#   -d  measured phase; -w warm-up (default: 14s for a sidecar, 2s
+#       otherwise: common.sh's warm_for)
 # Prints each run's ratio (this tree ÷ REV, CPU a request) and, per
 # scenario, the result. A run with a failed request fails the script.
 set -euo pipefail
@@ -32,7 +33,7 @@ cd "$(dirname "$0")/.."
 source bench/common.sh
 runs=6
 dur=8s
-warm=2s
+warm=""
 scenarios="memory redis"
 rev=""
 while getopts "r:n:d:w:s:" opt; do
@@ -45,7 +46,7 @@ while getopts "r:n:d:w:s:" opt; do
     *) exit 2 ;;
   esac
 done
-[ -n "$rev" ] || { echo "usage: bench/sidebyside.sh -r REV [-n runs] [-d 8s] [-w 2s] [-s \"memory redis\"]" >&2; exit 2; }
+[ -n "$rev" ] || { echo "usage: bench/sidebyside.sh -r REV [-n runs] [-d 8s] [-w 14s] [-s \"memory redis\"]" >&2; exit 2; }
 need_tools redis-server taskset python3
 
 bin=$(mktemp -d)
@@ -97,7 +98,7 @@ one() {
   local tier1="" tier2=""
   # A sidecar's run in which it decided anything without the servers fails.
   [ "$scenario" = sidecar ] && tier1=http://127.0.0.1:19080/metrics tier2=http://127.0.0.1:19082/metrics
-  load_pair "$bin" "$warm" "$dur" "${ports[0]}" "$key=$tag.1.%d" "$p1" "$tier1" "${ports[1]}" "$key=$tag.2.%d" "$p2" "$tier2" \
+  load_pair "$bin" "$(warm_for "$scenario" "$warm")" "$dur" "${ports[0]}" "$key=$tag.1.%d" "$p1" "$tier1" "${ports[1]}" "$key=$tag.2.%d" "$p2" "$tier2" \
     -concurrency 32 -conns 2 -domain bench -keys 10000
   kill $p1 $p2 "${central[@]}"
   wait $p1 $p2 "${central[@]}" 2>/dev/null || true

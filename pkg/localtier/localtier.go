@@ -42,7 +42,15 @@ const (
 	DefaultBatchSize       = 256
 	DefaultMaxPending      = 100_000
 	DefaultMaxPendingBytes = 64 << 20
-	DefaultLooseHold       = 2 * time.Second
+	// DefaultLooseHold is the longest hold the servers give. What a hold
+	// lets a sidecar keep unrecorded is bounded in units (share.HoldShare
+	// of what the key has left), and a longer hold is given only to keys
+	// with more room (share.HoldMargin): the time bounds only how stale a
+	// loose key's count in the store may be. 10,000 keys asked for about
+	// once a second each went into a record every 2 s with one or two
+	// hits each; at 10 s, ten, and the sidecar spent 0.91 of the CPU a
+	// request it did at 2 s (BENCHMARKS.md).
+	DefaultLooseHold = share.MaxHold
 )
 
 // Options configure a Tier. Zero values take the defaults given.
