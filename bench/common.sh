@@ -47,10 +47,11 @@ sidecar_tokens() {
   cut -d' ' -f2 "$1/tokens" > "$1/token"
 }
 
-# warm_for SCENARIO WARM: the warm-up of a side-by-side run, WARM when
-# given (-w), else 14s for a sidecar's scenario and 2s for the others: a
-# sidecar measured before its first holds on loose keys have ended
-# (-loose-hold, 10 s) would be measured sending no records at all.
+# warm_for SCENARIO WARM: the warm-up of a run of SCENARIO, WARM when
+# given (-w), else 14s for a sidecar's (sidecar, half; run.sh's hybrid
+# rows) and 2s for the others: a sidecar measured before its first holds
+# on loose keys have ended (-loose-hold, 10 s) would be measured sending
+# no records at all.
 warm_for() {
   if [ -n "$2" ]; then
     echo "$2"
