@@ -193,32 +193,34 @@ func descriptorShape(b []byte, sh *shape) bool {
 		b = b[k:]
 		switch {
 		case num == descriptorEntries && typ == protowire.BytesType:
-			v, k := protowire.ConsumeBytes(b)
-			if k < 0 || !onlyFields(v, entryKey, entryValue, protowire.BytesType) {
-				return false
-			}
-			b = b[k:]
+			k = message(b, entryKey, entryValue, protowire.BytesType)
 			sh.entries++
 		case num == descriptorHitsAddend && typ == protowire.BytesType && seen&(1<<num) == 0:
 			seen |= 1 << num
-			v, k := protowire.ConsumeBytes(b)
-			if k < 0 || !onlyFields(v, wrapperValue, wrapperValue, protowire.VarintType) {
-				return false
-			}
-			b = b[k:]
+			k = message(b, wrapperValue, wrapperValue, protowire.VarintType)
 			sh.addends++
 		case num == descriptorIsNegativeHits && typ == protowire.VarintType && seen&(1<<num) == 0:
 			seen |= 1 << num
-			_, k := protowire.ConsumeVarint(b)
-			if k < 0 {
-				return false
-			}
-			b = b[k:]
+			_, k = protowire.ConsumeVarint(b)
 		default:
 			return false
 		}
+		if k < 0 {
+			return false
+		}
+		b = b[k:]
 	}
 	return true
+}
+
+// message is the length of the message field at the start of b when it
+// holds fields a and c alone, of wire type typ (onlyFields); -1 otherwise.
+func message(b []byte, a, c protowire.Number, typ protowire.Type) int {
+	v, k := protowire.ConsumeBytes(b)
+	if k < 0 || !onlyFields(v, a, c, typ) {
+		return -1
+	}
+	return k
 }
 
 // onlyFields reports whether message b holds fields a and b alone, of

@@ -82,8 +82,9 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 // is malformed otherwise is refused with the standard codec's error.
 //
 // A RateLimitRequest of the shape Envoy's filter and sluice's sidecars
-// send, in one buffer, is decoded by decodeRequest: the same message protobuf would decode, with
-// fewer allocations (TestRequestDecodedAsProtobufDoes, FuzzDecodeRequest).
+// send, in one buffer, is decoded by decodeRequest: the same message
+// protobuf would decode, with fewer allocations
+// (TestRequestDecodedAsProtobufDoes, FuzzDecodeRequest).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rlsv3.RateLimitRequest); ok && len(data) == 1 && decodeRequest(data[0].ReadOnlyData(), r) {
 		return nil
